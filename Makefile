@@ -1,0 +1,53 @@
+# Two entry points: `make demo` and `make test`. Both install what is missing first.
+SHELL := /bin/bash
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+APT_PACKAGES := zookeeper kcat default-jre-headless
+SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# pytest-xdist is not used: tests start real brokers and bind ports, and 2 cores are already busy.
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint typecheck unit system venv bench clean
+
+demo: system venv
+	$(PY) -m headwater demo
+
+test: system venv lint typecheck
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check headwater tests benchmarks examples
+	$(VENV)/bin/lint-imports
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+# System packages from Debian: the ZooKeeper server, kcat (a real librdkafka client) and a JRE
+# (ZooKeeper and Spark run on it). Installed only when something is missing.
+system:
+	@if ! command -v kcat >/dev/null || ! [ -e /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null; then \
+	  echo "installing $(APT_PACKAGES)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $(SUDO) apt-get update -q && \
+	  $(SUDO) apt-get install -y -q $(APT_PACKAGES); \
+	fi
+	@if ! python3.11 -c 'import venv, ensurepip' 2>/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $(SUDO) apt-get install -y -q python3 python3-venv python3-dev; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@PYBIN=$$(command -v python3.11 || command -v python3); \
+	  [ -x $(PY) ] || $$PYBIN -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,spark]'
+	touch $(STAMP)
+
+bench: system venv
+	$(PY) benchmarks/datapath.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info
