@@ -1,0 +1,751 @@
+"""A partition's log: an ordered list of segments in ``<log dir>/<topic>-<partition>/``.
+
+Rules:
+- Offsets are contiguous from the first segment's base offset to ``log_end_offset`` (LEO).
+- ``log_start_offset <= high_watermark <= log_end_offset`` after every operation.
+- Only the last segment (the active one) is appended to; it is rolled before an append that would
+  overflow segment.bytes, when it is older than segment.ms, or when relative offsets would overflow int32.
+- Nothing is written for an append that is rejected, and a failed write leaves the file as it was.
+- A segment leaving the log (retention, truncation) is renamed ``*.deleted`` and its fds are closed and
+  its files unlinked only ``file.delete.delay.ms`` later, so a ``FileSlice`` handed to the server stays
+  valid while it is being sent.
+- All methods run on one thread, except ``flush`` which may run on another: it touches only duplicated
+  fds, taken under ``_lock``, and every change to the segment list or to an fd happens under that lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka.record.default_records import DefaultRecordBatch
+
+from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.records.batch import BatchHeader, CorruptRecordError, assign_offsets, iter_batches
+from headwater.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
+from headwater.storage.config import LogConfig
+from headwater.storage.epochs import LeaderEpochCache
+from headwater.storage.files import fsync_dir, write_atomic
+from headwater.storage.index import IndexCorruptError
+from headwater.storage.producers import ProducerEntry, ProducerStateManager, tracks_sequence
+from headwater.storage.segment import (
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    OFFSET_NAME_DIGITS,
+    LogSegment,
+    offset_file_name,
+)
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SUFFIX = ".snapshot"
+TMP_SUFFIX = ".tmp"
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    base_offset: int  # offset of the first record written (or of the original, for a duplicate)
+    last_offset: int
+    max_timestamp: int
+    duplicate: bool = False  # a retried idempotent batch: nothing was written
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A byte range of a segment file, servable with ``os.sendfile``."""
+
+    fileno: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        chunks = []
+        pos, left = self.position, self.length
+        while left > 0:
+            chunk = os.pread(self.fileno, left, pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            pos += len(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    slices: list[FileSlice]  # whole batches, in order; empty when nothing to return
+    size_bytes: int
+
+    def read(self) -> bytes:
+        return b"".join(s.read() for s in self.slices)
+
+
+_EMPTY_READ = ReadResult([], 0)
+
+
+@contextlib.contextmanager
+def _storage_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}") from exc
+
+
+def _parse_offset_name(name: str, suffix: str) -> int | None:
+    stem = name[: -len(suffix)]
+    if name.endswith(suffix) and len(stem) == OFFSET_NAME_DIGITS and stem.isdigit():
+        return int(stem)
+    return None
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock_ms: Callable[[], int],
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        clean_shutdown: bool = False,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = directory
+        self.config = config
+        self._clock_ms = clock_ms
+        self._lock = threading.Lock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._log_start_offset = log_start_offset
+        self._high_watermark = high_watermark
+        self._recovery_point = recovery_point
+        self._closed = False
+        directory.mkdir(parents=True, exist_ok=True)
+        self.epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self.producer_state = ProducerStateManager()
+        with _storage_errors(f"loading {directory}"):
+            self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
+
+    # ---- offsets ---------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+
+    @property
+    def recovery_point(self) -> int:
+        return min(self._recovery_point, self.log_end_offset)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(seg.size_bytes for seg in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    # ---- load and recovery -----------------------------------------------------------------------
+
+    def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool) -> None:
+        bases: list[int] = []
+        for path in self.directory.iterdir():
+            name = path.name
+            if name.endswith(DELETED_SUFFIX) or name.endswith(TMP_SUFFIX):
+                # Left over from a delete or an atomic write that a crash interrupted.
+                path.unlink(missing_ok=True)
+                continue
+            base = _parse_offset_name(name, LOG_SUFFIX)
+            if base is not None:
+                bases.append(base)
+        bases.sort()
+        segments = [LogSegment.open_existing(self.directory, b) for b in bases]
+        # Without a clean shutdown, everything from the segment holding the recovery point on may
+        # hold a torn tail; before it, data was fsynced and is trusted like after a clean shutdown.
+        recover_from = len(segments) if clean else max(bisect_right(bases, recovery_point) - 1, 0)
+        kept: list[LogSegment] = []
+        for i, seg in enumerate(segments):
+            cut = 0
+            if i >= recover_from:
+                cut = self._recover_segment(seg)
+            else:
+                try:
+                    seg.load_and_check()
+                except (IndexCorruptError, OSError, KafkaError) as exc:
+                    log.warning("%s: rebuilding segment %d: %s", self.directory, seg.base_offset, exc)
+                    cut = self._recover_segment(seg)
+            kept.append(seg)
+            later = segments[i + 1 :]
+            if cut or (later and later[0].base_offset < seg.next_offset):
+                # A flaw inside a segment ends the log there: later segments cannot follow it.
+                for dropped in later:
+                    log.warning(
+                        "%s: dropping segment %d after a torn tail", self.directory, dropped.base_offset
+                    )
+                    dropped.close()
+                    for p in dropped.paths():
+                        p.unlink(missing_ok=True)
+                break
+        self._segments = kept
+        if not kept or log_start_offset > kept[-1].next_offset:
+            # Nothing on disk, or everything below a log start offset that was already acknowledged.
+            start = max(log_start_offset, kept[-1].next_offset if kept else 0)
+            for seg in kept:
+                seg.close()
+                for p in seg.paths():
+                    p.unlink(missing_ok=True)
+            self._segments = [LogSegment.create(self.directory, start)]
+            fsync_dir(self.directory)
+        self._bases = [s.base_offset for s in self._segments]
+        active = self._active
+        active.activate()
+        if active.size_bytes:
+            first = active.read_header(0)
+            active.rolling_base_ms = first.max_timestamp if first.max_timestamp >= 0 else self._clock_ms()
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        leo = self.log_end_offset
+        self.epochs.truncate_from_end(leo)
+        self.epochs.truncate_from_start(self._log_start_offset)
+        self.epochs.ensure_file()
+        self._rebuild_producer_state(leo)
+        self._recovery_point = leo
+        self.high_watermark = high_watermark
+
+    def _recover_segment(self, seg: LogSegment) -> int:
+        def on_batch(header: BatchHeader) -> None:
+            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+
+        cut = seg.recover(self.config.index_interval_bytes, on_batch)
+        if cut:
+            log.warning(
+                "%s: cut %d bytes of torn or corrupt data from segment %d",
+                self.directory,
+                cut,
+                seg.base_offset,
+            )
+        seg.fsync()
+        return cut
+
+    # ---- producer state --------------------------------------------------------------------------
+
+    def _snapshot_offsets(self) -> list[int]:
+        found = []
+        for path in self.directory.iterdir():
+            offset = _parse_offset_name(path.name, SNAPSHOT_SUFFIX)
+            if offset is not None:
+                found.append(offset)
+        return sorted(found)
+
+    def _snapshot_path(self, offset: int) -> Path:
+        return self.directory / offset_file_name(offset, SNAPSHOT_SUFFIX)
+
+    def _write_snapshot(self, offset: int) -> None:
+        write_atomic(self._snapshot_path(offset), self.producer_state.to_snapshot())
+        first_base = self._segments[0].base_offset
+        for old in self._snapshot_offsets():
+            if old < first_base and old != offset:
+                self._snapshot_path(old).unlink(missing_ok=True)
+
+    def _rebuild_producer_state(self, end_offset: int) -> None:
+        """State as of ``end_offset``: the newest usable snapshot, then the batch headers after it."""
+        self.producer_state.clear()
+        first_base = self._segments[0].base_offset
+        start = first_base
+        for offset in reversed(self._snapshot_offsets()):
+            path = self._snapshot_path(offset)
+            if offset > end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            if offset < first_base:
+                continue  # the batches between it and the log start are gone; scan from the start
+            try:
+                self.producer_state.producers = ProducerStateManager.from_snapshot(path.read_bytes())
+            except (OSError, ValueError) as exc:
+                log.warning("%s: ignoring producer snapshot %s: %s", self.directory, path.name, exc)
+                path.unlink(missing_ok=True)
+                continue
+            start = offset
+            break
+        for seg in self._segments:
+            if seg.next_offset <= start or seg.base_offset >= end_offset:
+                continue
+            found = seg.locate(start)
+            if found is None:
+                continue
+            for _, header in seg.iter_headers(found[0]):
+                if header.base_offset >= end_offset:
+                    break
+                self.producer_state.replay(header)
+
+    # ---- appends ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _parse_batches(records: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+        try:
+            batches = list(iter_batches(records))
+        except CorruptRecordError as exc:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        if not batches:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "produce request has no record batches")
+        return batches
+
+    def append_as_leader(self, records: bytearray, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Validate, assign offsets in place (stamping ``leader_epoch``), write. See the module rules."""
+        self._check_open()
+        if not isinstance(records, bytearray):
+            records = bytearray(records)
+        batches = self._parse_batches(records)
+        leo = self.log_end_offset
+        next_offset = leo
+        staged: dict[int, ProducerEntry] = {}
+        plan: list[tuple[int, int, int, int, int]] = []
+        max_ts = -1
+        for pos, header in batches:
+            if header.record_count == 0 or header.record_count != header.last_offset_delta + 1:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD,
+                    f"batch at byte {pos}: record count {header.record_count} disagrees with last offset delta {header.last_offset_delta}",
+                )
+            base, last = next_offset, next_offset + header.last_offset_delta
+            if tracks_sequence(header):
+                duplicate = self.producer_state.validate(header, staged, base, last)
+                if duplicate is not None:
+                    return AppendResult(
+                        duplicate.first_offset, duplicate.last_offset, duplicate.max_timestamp, duplicate=True
+                    )
+            plan.append((pos, header.size, base, last, header.max_timestamp))
+            max_ts = max(max_ts, header.max_timestamp)
+            next_offset = last + 1
+        assign_offsets(records, batches, leo, leader_epoch)
+        self._write(records, plan, next_offset - 1, now_ms)
+        self.producer_state.commit(staged)
+        self.epochs.assign(leader_epoch, leo)
+        return AppendResult(leo, next_offset - 1, max_ts)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches that already carry offsets and leader epochs; they must start at the LEO."""
+        self._check_open()
+        batches = self._parse_batches(records)
+        expected = self.log_end_offset
+        first = expected
+        plan: list[tuple[int, int, int, int, int]] = []
+        max_ts = -1
+        for pos, header in batches:
+            if header.base_offset != expected:
+                raise KafkaError(
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                    f"replicated batch has base offset {header.base_offset}, expected {expected}",
+                )
+            plan.append((pos, header.size, header.base_offset, header.last_offset, header.max_timestamp))
+            max_ts = max(max_ts, header.max_timestamp)
+            expected = header.last_offset + 1
+        self._write(records, plan, expected - 1, self._clock_ms())
+        for _, header in batches:
+            self.producer_state.replay(header)
+            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        return AppendResult(first, expected - 1, max_ts)
+
+    def _write(
+        self,
+        data: bytes | bytearray | memoryview,
+        plan: list[tuple[int, int, int, int, int]],
+        last_offset: int,
+        now_ms: int,
+    ) -> None:
+        with _storage_errors(f"appending to {self.directory}"):
+            seg = self._active
+            if self._should_roll(seg, len(data), last_offset, now_ms):
+                seg = self._roll(now_ms)
+            seg.append(data, plan, self.config.index_interval_bytes)
+        if seg.rolling_base_ms is None:
+            seg.rolling_base_ms = now_ms
+
+    def _should_roll(self, seg: LogSegment, size: int, last_offset: int, now_ms: int) -> bool:
+        if seg.size_bytes == 0:
+            return False
+        if seg.size_bytes + size > self.config.segment_bytes:
+            return True
+        if seg.rolling_base_ms is not None and now_ms - seg.rolling_base_ms > self.config.segment_ms:
+            return True
+        return last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the LEO (no-op if the active one is empty)."""
+        with _storage_errors(f"rolling {self.directory}"):
+            return self._roll(self._clock_ms())
+
+    def _roll(self, now_ms: int) -> LogSegment:
+        old = self._active
+        if old.size_bytes == 0:
+            return old
+        new_base = old.next_offset
+        old.finalize_time_index()
+        old.fsync()
+        self._write_snapshot(new_base)
+        new = LogSegment.create(self.directory, new_base)
+        fsync_dir(self.directory)
+        with self._lock:
+            old.offset_index.close()
+            old.time_index.close()
+            self._segments.append(new)
+            self._bases.append(new_base)
+            self._recovery_point = max(self._recovery_point, new_base)
+        return new
+
+    # ---- reads -----------------------------------------------------------------------------------
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one holding ``fetch_offset``, as file slices. See the module rules."""
+        leo = self._segments[-1].next_offset
+        if fetch_offset < self._log_start_offset or fetch_offset > leo:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {fetch_offset} is outside [{self._log_start_offset}, {leo}] of {self.topic}-{self.partition}",
+            )
+        limit = leo if max_offset is None or max_offset > leo else max_offset
+        if fetch_offset >= limit:
+            return _EMPTY_READ
+        segments = self._segments
+        i = bisect_right(self._bases, fetch_offset) - 1
+        offset = fetch_offset
+        slices: list[FileSlice] = []
+        total = 0
+        with _storage_errors(f"reading {self.directory}"):
+            while i < len(segments):
+                seg = segments[i]
+                found = seg.locate(offset)
+                if found is None:
+                    i += 1
+                    continue
+                start, base, first_size, _ = found
+                if base >= limit:
+                    break
+                end = seg.end_position_before(limit)
+                budget = max_bytes - total
+                if end - start > budget:
+                    cut = seg.boundary_at_or_before(start + budget, start) if budget > 0 else start
+                    if cut == start and min_one_batch and not slices:
+                        cut = start + first_size
+                    if cut > start:
+                        slices.append(FileSlice(seg.fd, start, cut - start))
+                        total += cut - start
+                    break
+                slices.append(FileSlice(seg.fd, start, end - start))
+                total += end - start
+                if end < seg.size_bytes:
+                    break
+                offset = seg.next_offset
+                i += 1
+        return ReadResult(slices, total) if slices else _EMPTY_READ
+
+    # ---- timestamps ------------------------------------------------------------------------------
+
+    def _first_record(
+        self, seg: LogSegment, position: int, size: int, match: Callable[[int, int], bool]
+    ) -> tuple[int, int] | None:
+        try:
+            batch = DefaultRecordBatch(seg.read_batch(position, size))
+            for record in batch:
+                if match(record.offset, record.timestamp):
+                    return int(record.offset), int(record.timestamp)
+        except Exception as exc:  # the codecs raise their own types
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE, f"cannot decode batch at {position} in {seg.log_path}: {exc}"
+            ) from exc
+        return None
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``timestamp_ms``, or None."""
+        lso = self._log_start_offset
+        with _storage_errors(f"reading {self.directory}"):
+            for seg in self._segments:
+                if seg.max_timestamp_ms < timestamp_ms or seg.next_offset <= lso:
+                    continue
+                below = seg.time_index.lookup_below(timestamp_ms)
+                found = seg.locate(max(below if below is not None else seg.base_offset, lso))
+                if found is None:
+                    continue
+                for pos, header in seg.iter_headers(found[0]):
+                    if header.max_timestamp >= timestamp_ms:
+                        hit = self._first_record(
+                            seg, pos, header.size, lambda o, t: o >= lso and t >= timestamp_ms
+                        )
+                        if hit is not None:
+                            return hit
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """(offset, timestamp) of the first record with the largest timestamp; (-1, -1) if none."""
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if seg.max_timestamp_ms >= 0 and (best is None or seg.max_timestamp_ms > best.max_timestamp_ms):
+                best = seg
+        if best is None:
+            return -1, -1
+        max_ts = best.max_timestamp_ms
+        with _storage_errors(f"reading {self.directory}"):
+            found = best.locate(best.max_timestamp_offset)
+            if found is None:
+                return best.max_timestamp_offset, max_ts
+            for pos, header in best.iter_headers(found[0]):
+                if header.max_timestamp == max_ts:
+                    hit = self._first_record(best, pos, header.size, lambda o, t: t == max_ts)
+                    return hit if hit is not None else (header.base_offset, max_ts)
+        return best.max_timestamp_offset, max_ts
+
+    # ---- leader epochs ---------------------------------------------------------------------------
+
+    def latest_epoch(self) -> int | None:
+        return self.epochs.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # ---- truncation, retention, deletion ---------------------------------------------------------
+
+    def _retire(self, doomed: list[LogSegment]) -> None:
+        """Take segments out of the log; their files go away after file.delete.delay.ms (see ``tick``)."""
+        if not doomed:
+            return
+        due = self._clock_ms() + self.config.file_delete_delay_ms
+        ids = {id(s) for s in doomed}
+        with self._lock:
+            self._segments = [s for s in self._segments if id(s) not in ids]
+            self._bases = [s.base_offset for s in self._segments]
+            for seg in doomed:
+                seg.offset_index.close()
+                seg.time_index.close()
+        for seg in doomed:
+            seg.rename_deleted()
+            self._pending_deletes.append((due, seg))
+        fsync_dir(self.directory)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at ``offset`` or later (a follower's divergent tail)."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        if offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        with _storage_errors(f"truncating {self.directory}"):
+            self._retire([s for s in self._segments if s.base_offset > offset])
+            active = self._active
+            active.activate()
+            active.truncate_to(offset, self.config.index_interval_bytes)
+            if active.size_bytes == 0:
+                active.rolling_base_ms = None
+            leo = self.log_end_offset
+            self.epochs.truncate_from_end(leo)
+            self._rebuild_producer_state(leo)
+            self._high_watermark = min(self._high_watermark, leo)
+            self._recovery_point = min(self._recovery_point, leo)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and start an empty log at ``offset``."""
+        self._check_open()
+        with _storage_errors(f"truncating {self.directory}"):
+            old = list(self._segments)
+            for seg in old:
+                seg.offset_index.close()
+                seg.time_index.close()
+                seg.rename_deleted()
+            new = LogSegment.create(self.directory, offset)
+            due = self._clock_ms() + self.config.file_delete_delay_ms
+            with self._lock:
+                self._segments = [new]
+                self._bases = [offset]
+            self._pending_deletes.extend((due, seg) for seg in old)
+            fsync_dir(self.directory)
+            self._log_start_offset = offset
+            self._high_watermark = offset
+            self._recovery_point = offset
+            self.epochs.clear()
+            self.producer_state.clear()
+            for snap in self._snapshot_offsets():
+                self._snapshot_path(snap).unlink(missing_ok=True)
+
+    def _delete_from_start(
+        self, should_delete: Callable[[LogSegment, LogSegment | None], bool], now_ms: int
+    ) -> int:
+        doomed: list[LogSegment] = []
+        segs = self._segments
+        leo = self.log_end_offset
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else leo
+            if self._high_watermark < upper or (nxt is None and seg.size_bytes == 0):
+                break
+            if not should_delete(seg, nxt):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        if len(doomed) == len(segs):
+            self._roll(now_ms)  # the active segment expired too: keep an empty one at the LEO
+        self._retire(doomed)
+        self._advance_log_start(self._segments[0].base_offset)
+        return len(doomed)
+
+    def _advance_log_start(self, offset: int) -> None:
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._high_watermark = max(self._high_watermark, offset)
+            self.epochs.truncate_from_start(offset)
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete whole old segments by retention.ms and retention.bytes and below the log start."""
+        self._check_open()
+        cfg = self.config
+        deleted = 0
+        with _storage_errors(f"retention in {self.directory}"):
+            if cfg.retention_ms >= 0:
+                deleted += self._delete_from_start(
+                    lambda seg, _: now_ms - seg.retention_timestamp_ms() > cfg.retention_ms, now_ms
+                )
+            if cfg.retention_bytes >= 0:
+                excess = self.size_bytes - cfg.retention_bytes
+
+                def over_size(seg: LogSegment, _: LogSegment | None) -> bool:
+                    nonlocal excess
+                    if excess - seg.size_bytes >= 0:
+                        excess -= seg.size_bytes
+                        return True
+                    return False
+
+                if excess > 0:
+                    deleted += self._delete_from_start(over_size, now_ms)
+            deleted += self._delete_from_start(
+                lambda _, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset, now_ms
+            )
+        return deleted
+
+    def delete_records_before(self, offset: int) -> None:
+        """Raise the log start offset (DeleteRecords); whole segments below it are deleted."""
+        self._check_open()
+        if offset > self._high_watermark:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records before {offset}: above the high watermark {self._high_watermark}",
+            )
+        if offset <= self._log_start_offset:
+            return
+        self._advance_log_start(offset)
+        with _storage_errors(f"deleting records in {self.directory}"):
+            self._delete_from_start(
+                lambda _, nxt: nxt is not None and nxt.base_offset <= offset, self._clock_ms()
+            )
+
+    def delete_expired_files(self, now_ms: int) -> int:
+        """Close and unlink segments retired at least file.delete.delay.ms ago; returns how many."""
+        if not self._pending_deletes or self._pending_deletes[0][0] > now_ms:
+            return 0
+        due = [(t, s) for t, s in self._pending_deletes if t <= now_ms]
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now_ms]
+        for _, seg in due:
+            seg.close()
+            for path in seg.paths():
+                path.unlink(missing_ok=True)
+        return len(due)
+
+    # ---- durability ------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync everything past the recovery point. Safe to call from another thread."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self._segments[-1].next_offset
+            i = max(bisect_right(self._bases, self._recovery_point) - 1, 0)
+            fds = [os.dup(fd) for seg in self._segments[i:] for fd in seg.fds_to_sync()]
+        try:
+            with _storage_errors(f"flushing {self.directory}"):
+                for fd in fds:
+                    os.fsync(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            self._recovery_point = max(self._recovery_point, target)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        with _storage_errors(f"closing {self.directory}"):
+            active = self._active
+            active.finalize_time_index()
+            self.flush()
+            self._write_snapshot(self.log_end_offset)
+            with self._lock:
+                self._closed = True
+                for seg in self._segments:
+                    seg.close()
+            for _, seg in self._pending_deletes:
+                seg.close()
+                for path in seg.paths():
+                    path.unlink(missing_ok=True)
+            self._pending_deletes = []
+
+    def close_without_flush(self) -> None:
+        """Release fds only (the directory is being deleted)."""
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.close()
+        for _, seg in self._pending_deletes:
+            seg.close()
+        self._pending_deletes = []
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log {self.topic}-{self.partition} is closed")
+
+    def validate_state(self) -> None:
+        """Assert the module's invariants (tests call it after every step)."""
+        segs = self._segments
+        assert segs, "a log always has an active segment"
+        assert self._bases == [s.base_offset for s in segs]
+        for a, b in itertools.pairwise(segs):
+            assert a.next_offset == b.base_offset, (
+                f"gap or overlap between segments {a.base_offset} and {b.base_offset}"
+            )
+        for seg in segs:
+            seg.validate()
+        assert segs[0].base_offset <= self._log_start_offset <= self._high_watermark <= self.log_end_offset
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, end={self.log_end_offset})"

@@ -1,0 +1,230 @@
+"""All partition logs of a broker, spread over one or more log directories.
+
+Layout of a log directory (Kafka's)::
+
+    <log dir>/
+      .kafka_cleanshutdown                written by close(), removed by load()
+      recovery-point-offset-checkpoint    per partition: offsets below it were fsynced
+      log-start-offset-checkpoint         per partition: the log start offset
+      replication-offset-checkpoint       per partition: the high watermark
+      <topic>-<partition>/                one PartitionLog
+      <topic>-<partition>.<uuid hex>-delete/   a deleted partition, removed by tick()
+
+Rules: a partition lives in exactly one log dir; new partitions go to the dir holding the fewest.
+The clean-shutdown marker exists only while no broker has the logs open, so finding it on load
+means every file was flushed and closed, and recovery can trust the files.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_offsets,
+    write_offsets,
+)
+from headwater.storage.config import LogConfig
+from headwater.storage.files import fsync_dir
+from headwater.storage.log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_DELETED_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class LogManager:
+    def __init__(
+        self, log_dirs: list[Path], default_config: LogConfig, *, clock_ms: Callable[[], int]
+    ) -> None:
+        if not log_dirs:
+            raise KafkaError(ErrorCode.LOG_DIR_NOT_FOUND, "at least one log dir is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self._clock_ms = clock_ms
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._dir_of: dict[tuple[str, int], Path] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        # (due time, log whose fds close then, renamed directory)
+        self._deleted_dirs: list[tuple[int, PartitionLog | None, Path]] = []
+        self._loaded = False
+
+    # ---- load ------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open every partition directory in every log dir, recovering those not shut down cleanly."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            marker = log_dir / CLEAN_SHUTDOWN_MARKER
+            clean = marker.exists()
+            recovery_points = read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
+            log_starts = read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            high_watermarks = read_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+            for child in sorted(log_dir.iterdir()):
+                if not child.is_dir():
+                    continue
+                if _DELETED_DIR.match(child.name):
+                    # A delete that a restart interrupted: nothing can be reading it now.
+                    shutil.rmtree(child, ignore_errors=True)
+                    continue
+                m = _PARTITION_DIR.match(child.name)
+                if m is None:
+                    continue
+                key = (m["topic"], int(m["partition"]))
+                if key in self._logs:
+                    raise KafkaError(
+                        ErrorCode.KAFKA_STORAGE_ERROR,
+                        f"partition {key[0]}-{key[1]} exists in both {self._dir_of[key]} and {log_dir}",
+                    )
+                self._logs[key] = PartitionLog(
+                    key[0],
+                    key[1],
+                    child,
+                    self._config_for(key[0]),
+                    clock_ms=self._clock_ms,
+                    recovery_point=recovery_points.get(key, 0),
+                    log_start_offset=log_starts.get(key, 0),
+                    high_watermark=high_watermarks.get(key, 0),
+                    clean_shutdown=clean,
+                )
+                self._dir_of[key] = log_dir
+            if clean:
+                # From here on the files change again; a crash before close() must trigger recovery.
+                marker.unlink()
+                fsync_dir(log_dir)
+        self._loaded = True
+        self.checkpoint()
+
+    # ---- partitions ------------------------------------------------------------------------------
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        if config is not None:
+            self.update_config(topic, config)
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])  # ties go to the first listed
+        log_dir.mkdir(parents=True, exist_ok=True)
+        directory = log_dir / partition_dir_name(topic, partition)
+        try:
+            created = PartitionLog(
+                topic, partition, directory, self._config_for(topic), clock_ms=self._clock_ms
+            )
+            fsync_dir(log_dir)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {directory}: {exc}") from exc
+        self._logs[key] = created
+        self._dir_of[key] = log_dir
+        return created
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Rename the partition dir to ``<topic>-<p>.<uuid hex>-delete``; tick() removes it later.
+
+        Its fds stay open until then, for fetches still sending from it.
+        """
+        key = (topic, partition)
+        plog = self._logs.pop(key, None)
+        if plog is None:
+            return
+        log_dir = self._dir_of.pop(key)
+        target = log_dir / f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            plog.directory.rename(target)
+            fsync_dir(log_dir)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"deleting {plog.directory}: {exc}") from exc
+        due = self._clock_ms() + plog.config.file_delete_delay_ms
+        self._deleted_dirs.append((due, plog, target))
+
+    def all_logs(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        self._topic_configs[topic] = config
+        for (t, _), plog in self._logs.items():
+            if t == topic:
+                plog.config = config
+
+    def log_dir_of(self, log: PartitionLog) -> Path:
+        return self._dir_of[(log.topic, log.partition)]
+
+    # ---- background work -------------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the three offset checkpoints of every log dir, each atomically."""
+        for log_dir in self.log_dirs:
+            logs = [p for key, p in self._logs.items() if self._dir_of[key] == log_dir]
+            try:
+                write_offsets(
+                    log_dir / RECOVERY_POINT_CHECKPOINT,
+                    {(p.topic, p.partition): p.recovery_point for p in logs},
+                )
+                write_offsets(
+                    log_dir / LOG_START_OFFSET_CHECKPOINT,
+                    {(p.topic, p.partition): p.log_start_offset for p in logs},
+                )
+                write_offsets(
+                    log_dir / REPLICATION_OFFSET_CHECKPOINT,
+                    {(p.topic, p.partition): p.high_watermark for p in logs},
+                )
+            except OSError as exc:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"checkpointing {log_dir}: {exc}") from exc
+
+    def tick(self, now_ms: int) -> None:
+        """Retention, and removal of files whose delete delay has passed. Cheap when idle."""
+        for plog in self._logs.values():
+            plog.enforce_retention(now_ms)
+            plog.delete_expired_files(now_ms)
+        if self._deleted_dirs and min(t for t, _, _ in self._deleted_dirs) <= now_ms:
+            due = [d for d in self._deleted_dirs if d[0] <= now_ms]
+            self._deleted_dirs = [d for d in self._deleted_dirs if d[0] > now_ms]
+            for _, doomed, path in due:
+                self._remove_deleted(doomed, path)
+
+    @staticmethod
+    def _remove_deleted(plog: PartitionLog | None, path: Path) -> None:
+        if plog is not None:
+            plog.close_without_flush()
+        shutil.rmtree(path, ignore_errors=True)
+
+    def flush(self) -> None:
+        for plog in self._logs.values():
+            plog.flush()
+
+    def close(self) -> None:
+        """Flush and close every log, checkpoint, then write the clean-shutdown marker."""
+        for plog in self._logs.values():
+            plog.close()
+        for _, doomed, path in self._deleted_dirs:
+            self._remove_deleted(doomed, path)
+        self._deleted_dirs = []
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            marker = log_dir / CLEAN_SHUTDOWN_MARKER
+            marker.touch()
+            fsync_dir(log_dir)

@@ -1,0 +1,399 @@
+"""One segment: a ``.log`` file of whole RecordBatch v2 batches plus its two sparse indexes.
+
+Invariants (checked by ``validate``): the file holds whole batches with increasing offsets, all in
+``[base_offset, next_offset)``; ``size_bytes`` is the file length the log trusts (the file is never
+longer after an operation returns); every offset-index entry points at the start of a batch whose
+base offset is the entry's offset.
+
+The read path never reads record bytes: it bisects the in-memory offset index and then hops batch
+to batch with small ``os.pread`` calls of the batch header.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.records.batch import (
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_POS,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    parse_header,
+    scan_valid_prefix,
+)
+from headwater.storage.files import pread_upto, pwrite_all
+from headwater.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+OFFSET_NAME_DIGITS = 20
+# Index entries store offsets relative to the segment base as int32.
+MAX_RELATIVE_OFFSET = (1 << 31) - 1
+# Recovery reads the log in chunks this large (a batch larger than a chunk is read whole).
+RECOVERY_CHUNK_BYTES = 8 << 20
+
+# The first 27 bytes of a batch: enough for base offset, length and last offset delta.
+HOP_BYTES = LAST_OFFSET_DELTA_POS + 4
+_HOP = struct.Struct(">qi11xi")
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+def offset_file_name(offset: int, suffix: str) -> str:
+    return f"{offset:0{OFFSET_NAME_DIGITS}d}{suffix}"
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, fd: int, size_bytes: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.fd = fd
+        self.size_bytes = size_bytes
+        self.log_path = directory / offset_file_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex(directory / offset_file_name(base_offset, INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(directory / offset_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset)
+        self.next_offset = base_offset
+        self.max_timestamp_ms = -1
+        self.max_timestamp_offset = base_offset  # base offset of the batch holding max_timestamp_ms
+        self.bytes_since_index = 0
+        # Broker time of the first append, for segment.ms; None while empty.
+        self.rolling_base_ms: int | None = None
+        self.closed = False
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int) -> LogSegment:
+        path = directory / offset_file_name(base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        seg = cls(directory, base_offset, fd, 0)
+        for index in (seg.offset_index, seg.time_index):
+            index.open_for_append()
+            assert index.fd is not None
+            os.ftruncate(index.fd, 0)
+        return seg
+
+    @classmethod
+    def open_existing(cls, directory: Path, base_offset: int) -> LogSegment:
+        path = directory / offset_file_name(base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR)
+        return cls(directory, base_offset, fd, os.fstat(fd).st_size)
+
+    def activate(self) -> None:
+        """Open the index files for appending (only the active segment keeps them open)."""
+        self.offset_index.open_for_append()
+        self.time_index.open_for_append()
+
+    def deactivate(self) -> None:
+        """Called on roll: record the final maximum timestamp, make everything durable, drop index fds."""
+        self.finalize_time_index()
+        self.fsync()
+        self.offset_index.close()
+        self.time_index.close()
+
+    def finalize_time_index(self) -> None:
+        # The time index is sparse; its last entry must still hold the true maximum so a restart
+        # knows the segment's largest timestamp without scanning it.
+        if self.max_timestamp_ms >= 0:
+            self.time_index.maybe_append(self.max_timestamp_ms, self.max_timestamp_offset)
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+        for index in (self.offset_index, self.time_index):
+            if index.fd is not None:
+                os.fsync(index.fd)
+
+    def fds_to_sync(self) -> list[int]:
+        return [self.fd] + [i.fd for i in (self.offset_index, self.time_index) if i.fd is not None]
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self.fd)
+
+    def paths(self) -> list[Path]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def rename_deleted(self) -> list[Path]:
+        """Rename the files with the ``.deleted`` suffix; fds stay open for readers in flight."""
+        renamed = []
+        for path in self.paths():
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                os.replace(path, target)
+            except FileNotFoundError:
+                continue
+            renamed.append(target)
+        self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        self.offset_index.path = self.offset_index.path.with_name(
+            self.offset_index.path.name + DELETED_SUFFIX
+        )
+        self.time_index.path = self.time_index.path.with_name(self.time_index.path.name + DELETED_SUFFIX)
+        return renamed
+
+    # ---- appends ---------------------------------------------------------------------------------
+
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[tuple[int, int, int, int, int]],
+        index_interval_bytes: int,
+    ) -> None:
+        """Write ``data`` at the end; ``batches`` are (position in data, size, base, last offset, max ts)."""
+        start = self.size_bytes
+        try:
+            pwrite_all(self.fd, data, start)
+        except BaseException:
+            # Leave no partial batch behind (ENOSPC, EIO): the file ends where it ended before.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, start)
+            raise
+        for rel, size, base, last, max_ts in batches:
+            self._index_batch(start + rel, size, base, last, max_ts, index_interval_bytes)
+        self.size_bytes = start + len(data)
+
+    def _index_batch(
+        self, position: int, size: int, base: int, last: int, max_ts: int, interval: int
+    ) -> None:
+        if max_ts > self.max_timestamp_ms:
+            self.max_timestamp_ms = max_ts
+            self.max_timestamp_offset = base
+        if self.bytes_since_index > interval:
+            self.offset_index.append(base, position)
+            self.time_index.maybe_append(self.max_timestamp_ms, self.max_timestamp_offset)
+            self.bytes_since_index = 0
+        self.bytes_since_index += size
+        self.next_offset = last + 1
+
+    def _reset_metadata(self) -> None:
+        self.offset_index.clear()
+        self.time_index.clear()
+        self.next_offset = self.base_offset
+        self.max_timestamp_ms = -1
+        self.max_timestamp_offset = self.base_offset
+        self.bytes_since_index = 0
+
+    # ---- reading headers -------------------------------------------------------------------------
+
+    def hop(self, position: int) -> tuple[int, int, int]:
+        """(base offset, whole size, last offset) of the batch at ``position``."""
+        data = os.pread(self.fd, HOP_BYTES, position)
+        if len(data) < HOP_BYTES:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{self.log_path}: short header read at {position}"
+            )
+        base, length, delta = _HOP.unpack(data)
+        size = length + LOG_OVERHEAD
+        if length < _MIN_BATCH_LENGTH or delta < 0 or position + size > self.size_bytes:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{self.log_path}: bad batch header at {position}"
+            )
+        return base, size, base + delta
+
+    def read_header(self, position: int) -> BatchHeader:
+        data = pread_upto(self.fd, HEADER_SIZE, position)
+        try:
+            header = parse_header(data)
+        except CorruptRecordError as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self.log_path} at {position}: {exc}") from None
+        if position + header.size > self.size_bytes:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{self.log_path}: batch at {position} runs past the end"
+            )
+        return header
+
+    def iter_headers(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        pos = start_position
+        while pos < self.size_bytes:
+            header = self.read_header(pos)
+            yield pos, header
+            pos += header.size
+
+    def read_batch(self, position: int, size: int) -> bytes:
+        return pread_upto(self.fd, size, position)
+
+    def locate(self, offset: int) -> tuple[int, int, int, int] | None:
+        """(position, base, size, last offset) of the first batch whose last offset >= ``offset``."""
+        _, pos = self.offset_index.lookup(offset)
+        end = self.size_bytes
+        while pos < end:
+            base, size, last = self.hop(pos)
+            if last >= offset:
+                return pos, base, size, last
+            pos += size
+        return None
+
+    def end_position_before(self, offset: int) -> int:
+        """Where the batches with base offset < ``offset`` end."""
+        if offset >= self.next_offset:
+            return self.size_bytes
+        found = self.locate(offset)
+        if found is None:
+            return self.size_bytes
+        pos, base, size, _ = found
+        return pos if base >= offset else pos + size
+
+    def boundary_at_or_before(self, limit_position: int, start_position: int) -> int:
+        """The last batch boundary in [start_position, limit_position]."""
+        pos = max(self.offset_index.floor_position(limit_position), start_position)
+        while pos < self.size_bytes:
+            _, size, _ = self.hop(pos)
+            if pos + size > limit_position:
+                break
+            pos += size
+        return pos
+
+    # ---- recovery and load -----------------------------------------------------------------------
+
+    def recover(
+        self, index_interval_bytes: int, on_batch: Callable[[BatchHeader], None] | None = None
+    ) -> int:
+        """Re-read the whole file with CRC checks, rebuild the indexes, cut everything after the first flaw.
+
+        Returns the number of bytes cut.
+        """
+        self._reset_metadata()
+        file_size = os.fstat(self.fd).st_size
+        self.size_bytes = file_size
+        pos = 0
+        want = RECOVERY_CHUNK_BYTES
+        expected = self.base_offset
+        while pos < file_size:
+            buf = pread_upto(self.fd, min(max(want, RECOVERY_CHUNK_BYTES), file_size - pos), pos)
+            if not buf:
+                break
+            want = RECOVERY_CHUNK_BYTES
+            batches, valid = scan_valid_prefix(buf)
+            flawed = False
+            for rel, header in batches:
+                if (
+                    header.base_offset < expected
+                    or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+                ):
+                    valid, flawed = rel, True
+                    break
+                self._index_batch(
+                    pos + rel,
+                    header.size,
+                    header.base_offset,
+                    header.last_offset,
+                    header.max_timestamp,
+                    index_interval_bytes,
+                )
+                if on_batch is not None:
+                    on_batch(header)
+                expected = header.last_offset + 1
+            pos += valid
+            if flawed:
+                break
+            left = len(buf) - valid
+            if left == 0:
+                continue
+            if left < HEADER_SIZE:
+                if pos + left >= file_size:
+                    break  # a torn header at the end of the file
+                continue  # the header straddles the chunk edge: read on from it
+            try:
+                header = parse_header(buf, valid)
+            except CorruptRecordError:
+                break
+            if header.size <= left or pos + header.size > file_size:
+                break  # a whole batch with a bad CRC, or a torn one at the end
+            want = header.size  # the batch straddles the chunk edge: read it whole
+        cut = file_size - pos
+        if cut:
+            os.ftruncate(self.fd, pos)
+        self.size_bytes = pos
+        self.offset_index.write_all()
+        self.time_index.write_all()
+        return cut
+
+    def load_and_check(self) -> None:
+        """Trust the files after a clean shutdown, but check the indexes and hop over the tail.
+
+        Raises IndexCorruptError, OSError or KafkaError when anything disagrees; the caller recovers.
+        """
+        self._reset_metadata()
+        self.size_bytes = os.fstat(self.fd).st_size
+        self.offset_index.load(self.size_bytes)
+        pos = self.offset_index.last_position()
+        expected = self.offset_index.offsets[-1] if len(self.offset_index) else self.base_offset
+        first = True
+        while pos < self.size_bytes:
+            header = self.read_header(pos)
+            if (
+                first and len(self.offset_index) and header.base_offset != expected
+            ) or header.base_offset < expected:
+                raise IndexCorruptError(
+                    f"{self.log_path}: batch at {pos} has offset {header.base_offset}, expected {expected}"
+                )
+            first = False
+            if header.max_timestamp > self.max_timestamp_ms:
+                self.max_timestamp_ms = header.max_timestamp
+                self.max_timestamp_offset = header.base_offset
+            expected = header.last_offset + 1
+            pos += header.size
+        self.next_offset = expected
+        self.time_index.load(self.next_offset)
+        last = self.time_index.last_entry()
+        if last is not None and last[0] >= self.max_timestamp_ms:
+            self.max_timestamp_ms, self.max_timestamp_offset = last
+        self.bytes_since_index = self.size_bytes - self.offset_index.last_position()
+
+    def rebuild_from_headers(self, index_interval_bytes: int) -> None:
+        """Rebuild indexes and metadata by hopping over the batch headers (no CRC: the bytes are trusted)."""
+        self._reset_metadata()
+        for pos, header in self.iter_headers():
+            self._index_batch(
+                pos,
+                header.size,
+                header.base_offset,
+                header.last_offset,
+                header.max_timestamp,
+                index_interval_bytes,
+            )
+        self.offset_index.write_all()
+        self.time_index.write_all()
+
+    def truncate_to(self, offset: int, index_interval_bytes: int) -> int:
+        """Drop the batch holding ``offset`` and everything after it; returns bytes removed."""
+        found = self.locate(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size_bytes - position
+        os.ftruncate(self.fd, position)
+        self.size_bytes = position
+        # The sparse time index cannot say which maxima came from the cut batches, so rebuild both
+        # indexes from the headers that remain. Truncation is rare (follower divergence).
+        self.rebuild_from_headers(index_interval_bytes)
+        return removed
+
+    def retention_timestamp_ms(self) -> int:
+        if self.max_timestamp_ms >= 0:
+            return self.max_timestamp_ms
+        # No timestamps at all: fall back to the file's age, as Kafka does.
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    def validate(self) -> None:
+        """Assert the invariants above (tests call it; it reads every header)."""
+        assert os.fstat(self.fd).st_size == self.size_bytes, "file length differs from size_bytes"
+        expected = self.base_offset
+        positions: dict[int, int] = {}
+        for pos, header in self.iter_headers():
+            assert header.base_offset >= expected, f"offset went back at {pos}"
+            positions[pos] = header.base_offset
+            expected = header.last_offset + 1
+        assert expected == self.next_offset or self.size_bytes == 0, "next_offset disagrees with the file"
+        for offset, pos in zip(self.offset_index.offsets, self.offset_index.positions, strict=True):
+            assert positions.get(pos) == offset, f"index entry ({offset}, {pos}) does not point at its batch"
