@@ -314,6 +314,7 @@ class LogSegment:
         if cut:
             os.ftruncate(self.fd, pos)
         self.size_bytes = pos
+        self.finalize_time_index()
         self.offset_index.write_all()
         self.time_index.write_all()
         return cut
@@ -362,6 +363,7 @@ class LogSegment:
                 header.max_timestamp,
                 index_interval_bytes,
             )
+        self.finalize_time_index()
         self.offset_index.write_all()
         self.time_index.write_all()
 
