@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
+import pytest
 from _storage_batches import decode, make_batch
 from conftest import FakeClock
 
+from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.storage import LogConfig, LogManager
-from headwater.storage.checkpoint import read_offsets
+from headwater.storage.checkpoint import read_offsets, write_offsets
 from headwater.storage.manager import CLEAN_SHUTDOWN_MARKER
 
 
@@ -36,3 +40,95 @@ def test_load_append_close_reopen(tmp_path: Path, clock: FakeClock) -> None:
         assert (log.log_end_offset, log.high_watermark, log.latest_epoch()) == (2, 2, 3)
         assert [v for _, _, v in decode(log.read(0, 1000).read())] == [b"x", b"y"]
     mgr2.close()
+
+
+def test_delete_renames_then_removes_after_the_delay(tmp_path: Path, clock: FakeClock) -> None:
+    mgr = LogManager([tmp_path / "d0"], LogConfig(file_delete_delay_ms=5_000), clock_ms=clock)
+    mgr.load()
+    log = mgr.get_or_create("orders", 3)
+    log.append_as_leader(make_batch([b"a"]), 0, 1)
+    held = log.read(0, 1000)
+    mgr.delete("orders", 3)
+    assert mgr.get("orders", 3) is None
+    renamed = [p for p in (tmp_path / "d0").iterdir() if p.is_dir()]
+    assert len(renamed) == 1
+    assert re.fullmatch(r"orders-3\.[0-9a-f]{32}-delete", renamed[0].name)
+    assert decode(held.read())[0][2] == b"a"  # still servable
+    mgr.tick(clock.now_ms + 4_999)
+    assert renamed[0].exists()
+    mgr.tick(clock.now_ms + 5_000)
+    assert not renamed[0].exists()
+    # the name is free again
+    again = mgr.get_or_create("orders", 3)
+    assert again.log_end_offset == 0
+    mgr.close()
+    assert read_offsets(tmp_path / "d0" / "log-start-offset-checkpoint") == {("orders", 3): 0}
+
+
+def test_interrupted_delete_is_finished_on_load(tmp_path: Path, clock: FakeClock) -> None:
+    d0 = tmp_path / "d0"
+    (d0 / f"t-0.{'ab' * 16}-delete").mkdir(parents=True)
+    mgr = LogManager([d0], LogConfig(), clock_ms=clock)
+    mgr.load()
+    assert list(d0.glob("*-delete")) == []
+    assert mgr.all_logs() == []
+    mgr.close()
+
+
+def test_checkpoints_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "replication-offset-checkpoint"
+    offsets = {("a-b", 0): 5, ("a", 12): 0, ("x_y.z", 3): 1 << 40}
+    write_offsets(path, offsets)
+    assert path.read_text().splitlines()[:2] == ["0", "3"]
+    assert "a-b 0 5" in path.read_text().splitlines()
+    assert read_offsets(path) == offsets
+    assert not (tmp_path / "replication-offset-checkpoint.tmp").exists()
+    path.write_text("0\n3\na 1 2\n")  # count disagrees: unreadable, read as empty
+    assert read_offsets(path) == {}
+    assert read_offsets(tmp_path / "missing") == {}
+
+
+def test_checkpoint_and_crash_recovery_through_the_manager(tmp_path: Path, clock: FakeClock) -> None:
+    dirs = [tmp_path / "d0"]
+    mgr = LogManager(dirs, LogConfig(segment_bytes=300), clock_ms=clock)
+    mgr.load()
+    log = mgr.get_or_create("t", 0)
+    for i in range(10):
+        log.append_as_leader(make_batch([bytes([i]) * 50]), 1, 1)
+    log.high_watermark = 8
+    log.flush()
+    mgr.checkpoint()
+    assert read_offsets(dirs[0] / "recovery-point-offset-checkpoint") == {("t", 0): 10}
+    # crash: no close, so no marker; the torn tail of the active segment is cut on load
+    path = log.segments[-1].log_path
+    log.close_without_flush()
+    os.truncate(path, path.stat().st_size - 5)
+    mgr2 = LogManager(dirs, LogConfig(segment_bytes=300), clock_ms=clock)
+    mgr2.load()
+    again = mgr2.get("t", 0)
+    assert again is not None
+    assert (again.log_end_offset, again.high_watermark) == (9, 8)
+    mgr2.close()
+
+
+def test_update_config_reaches_existing_logs(tmp_path: Path, clock: FakeClock) -> None:
+    mgr = LogManager([tmp_path / "d0"], LogConfig(), clock_ms=clock)
+    mgr.load()
+    a = mgr.get_or_create("t", 0)
+    b = mgr.get_or_create("u", 0, LogConfig(retention_ms=5))
+    mgr.update_config("t", LogConfig(segment_bytes=1000))
+    assert a.config.segment_bytes == 1000 and b.config.retention_ms == 5
+    assert mgr.get_or_create("t", 1).config.segment_bytes == 1000
+    mgr.close()
+
+
+def test_log_config_from_properties() -> None:
+    cfg = LogConfig.from_properties({"segment.bytes": "1024", "retention.ms": "-1", "cleanup.policy": "delete"})
+    assert (cfg.segment_bytes, cfg.retention_ms, cfg.retention_bytes) == (1024, -1, -1)
+    base = LogConfig(retention_bytes=10)
+    assert LogConfig.from_properties({"segment.ms": "5"}, base) == LogConfig(retention_bytes=10, segment_ms=5)
+    for bad in ({"segment.bytes": "lots"}, {"segment.bytes": "1"}, {"retention.ms": "-2"}, {"segment.bytes": str(1 << 31)}):
+        with pytest.raises(KafkaError) as e:
+            LogConfig.from_properties(bad)
+        assert e.value.code == ErrorCode.INVALID_CONFIG
+    assert LogConfig.from_properties(cfg.to_properties()) == cfg
