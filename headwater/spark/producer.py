@@ -66,15 +66,19 @@ def check_write_schema(schema: StructType, topic_option: str | None) -> None:
         raise TopicSourceError(f"column topic must be a string, not {types['topic'].simpleString()}")
     if "partition" in types and not isinstance(types["partition"], IntegerType):
         raise TopicSourceError(f"column partition must be an int, not {types['partition'].simpleString()}")
-    if (
-        "headers" in types
-        and types["headers"] != ArrayType(HEADER_TYPE)
-        and types["headers"] != ArrayType(HEADER_TYPE, containsNull=False)
-    ):
+    if "headers" in types and not _is_header_array(types["headers"]):
         raise TopicSourceError(
             "column headers must be array<struct<key: string, value: binary>>, not "
             + types["headers"].simpleString()
         )
+
+
+def _is_header_array(data_type: DataType) -> bool:
+    # Nullability does not matter: a null header value is written as a header without value.
+    if not isinstance(data_type, ArrayType) or not isinstance(data_type.elementType, StructType):
+        return False
+    fields = [(f.name, type(f.dataType)) for f in data_type.elementType.fields]
+    return fields == [(f.name, type(f.dataType)) for f in HEADER_TYPE.fields]
 
 
 def producer_config(opts: WriteOptions) -> dict[str, object]:
