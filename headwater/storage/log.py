@@ -568,6 +568,8 @@ class PartitionLog:
             leo = self.log_end_offset
             self.epochs.truncate_from_end(leo)
             self._rebuild_producer_state(leo)
+            # A cut inside the batch holding the log start removes that whole batch.
+            self._log_start_offset = min(self._log_start_offset, leo)
             self._high_watermark = min(self._high_watermark, leo)
             self._recovery_point = min(self._recovery_point, leo)
 

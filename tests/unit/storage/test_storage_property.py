@@ -26,6 +26,7 @@ ops = st.lists(
         append_op,
         st.tuples(st.just("roll")),
         st.tuples(st.just("truncate"), st.floats(0, 1)),
+        st.tuples(st.just("truncate"), st.just(0.0)),  # exactly at the log start
         st.tuples(st.just("delete_before"), st.floats(0, 1)),
         st.tuples(st.just("reopen")),
         st.tuples(st.just("crash")),

@@ -109,3 +109,15 @@ def test_delete_records_before(open_log: OpenLog) -> None:
     log.close()
     reopened = open_log(config(), clean_shutdown=True, log_start_offset=3, high_watermark=5)
     assert (reopened.log_start_offset, reopened.high_watermark) == (3, 5)
+
+
+def test_truncate_inside_the_batch_holding_the_log_start(open_log: OpenLog) -> None:
+    log = open_log()
+    log.append_as_leader(make_batch([b"a", b"b"]), 0, 1)
+    log.append_as_leader(make_batch([b"c", b"d", b"e"]), 0, 1)  # offsets 2..4
+    log.high_watermark = 5
+    log.delete_records_before(3)
+    log.truncate_to(3)  # the whole batch 2..4 goes, so the log start comes down to the new end
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (2, 2, 2)
+    log.validate_state()
+    assert log.append_as_leader(make_batch([b"f"]), 0, 1).base_offset == 2
