@@ -198,8 +198,12 @@ class LogManager:
     def tick(self, now_ms: int) -> None:
         """Retention, and removal of files whose delete delay has passed. Cheap when idle."""
         for plog in self._logs.values():
-            plog.enforce_retention(now_ms)
-            plog.delete_expired_files(now_ms)
+            try:
+                plog.enforce_retention(now_ms)
+                plog.delete_expired_files(now_ms)
+            except (KafkaError, OSError):
+                # One failing partition must not stop retention for the others; it is retried next tick.
+                log.exception("retention failed for %s-%d", plog.topic, plog.partition)
         if self._deleted_dirs and min(t for t, _, _ in self._deleted_dirs) <= now_ms:
             due = [d for d in self._deleted_dirs if d[0] <= now_ms]
             self._deleted_dirs = [d for d in self._deleted_dirs if d[0] > now_ms]

@@ -123,11 +123,18 @@ def test_update_config_reaches_existing_logs(tmp_path: Path, clock: FakeClock) -
 
 
 def test_log_config_from_properties() -> None:
-    cfg = LogConfig.from_properties({"segment.bytes": "1024", "retention.ms": "-1", "cleanup.policy": "delete"})
+    cfg = LogConfig.from_properties(
+        {"segment.bytes": "1024", "retention.ms": "-1", "cleanup.policy": "delete"}
+    )
     assert (cfg.segment_bytes, cfg.retention_ms, cfg.retention_bytes) == (1024, -1, -1)
     base = LogConfig(retention_bytes=10)
     assert LogConfig.from_properties({"segment.ms": "5"}, base) == LogConfig(retention_bytes=10, segment_ms=5)
-    for bad in ({"segment.bytes": "lots"}, {"segment.bytes": "1"}, {"retention.ms": "-2"}, {"segment.bytes": str(1 << 31)}):
+    for bad in (
+        {"segment.bytes": "lots"},
+        {"segment.bytes": "1"},
+        {"retention.ms": "-2"},
+        {"segment.bytes": str(1 << 31)},
+    ):
         with pytest.raises(KafkaError) as e:
             LogConfig.from_properties(bad)
         assert e.value.code == ErrorCode.INVALID_CONFIG

@@ -14,7 +14,9 @@ PID = 4242
 
 
 def batch(seq: int, n: int = 1, epoch: int = 0, pid: int = PID) -> bytearray:
-    return make_batch([b"v%d" % (seq + i) for i in range(n)], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    return make_batch(
+        [b"v%d" % (seq + i) for i in range(n)], producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    )
 
 
 def code_of(log: PartitionLog, records: bytearray) -> ErrorCode:

@@ -83,7 +83,9 @@ def test_log_matches_model(operations: list[tuple[object, ...]]) -> None:
                     records = bytearray()
                     request: list[list[bytes]] = []
                     for n in sizes:  # type: ignore[attr-defined]
-                        values = [k.to_bytes(4, "big") + bytes(value_size) for k in range(counter, counter + n)]
+                        values = [
+                            k.to_bytes(4, "big") + bytes(value_size) for k in range(counter, counter + n)
+                        ]
                         counter += n
                         request.append(values)
                         records += make_batch(values, compression=codec)  # type: ignore[arg-type]

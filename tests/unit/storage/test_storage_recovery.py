@@ -34,11 +34,15 @@ def test_clean_reopen_keeps_everything(open_log: OpenLog) -> None:
     fill(log, 20)
     log.high_watermark = 20
     before = values(log)
-    index_bytes = [(s.offset_index.path.read_bytes(), s.time_index.path.read_bytes()) for s in log.segments[:-1]]
+    index_bytes = [
+        (s.offset_index.path.read_bytes(), s.time_index.path.read_bytes()) for s in log.segments[:-1]
+    ]
     log.close()
     log = open_log(config, clean_shutdown=True, high_watermark=20)
     assert values(log) == before and log.log_end_offset == 20 and log.high_watermark == 20
-    assert [(s.offset_index.path.read_bytes(), s.time_index.path.read_bytes()) for s in log.segments[:-1]] == index_bytes
+    assert [
+        (s.offset_index.path.read_bytes(), s.time_index.path.read_bytes()) for s in log.segments[:-1]
+    ] == index_bytes
     assert log.max_timestamp_offset() == (19, 10_019)
     res = log.append_as_leader(make_batch([b"z"]), 0, 1)
     assert res.base_offset == 20
