@@ -1,0 +1,3 @@
+from headwater.cli import main
+
+main()

@@ -1,0 +1,128 @@
+"""Start and stop local broker processes, by PID.
+
+Used by the demo, by ``headwater cluster`` and by the tests. A broker is a separate
+``python -m headwater broker`` process, so a test can kill -9 it exactly as an operator would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process {proc.pid} exited with code {proc.returncode} before listening on {host}:{port}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout_s:.0f} s")
+
+
+@dataclass
+class BrokerProcess:
+    broker_id: int
+    port: int
+    data_dir: Path
+    props: Mapping[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / f"broker-{self.broker_id}.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / f"broker-{self.broker_id}.log"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.data_dir / f"broker-{self.broker_id}.pid"
+
+    def write_config(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        props = {
+            "broker.id": str(self.broker_id),
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "log.dirs": str(self.data_dir / f"broker-{self.broker_id}-logs"),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            **self.props,
+        }
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def start(self, wait: bool = True) -> BrokerProcess:
+        if not self.config_path.exists():
+            self.write_config()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "headwater", "broker", "--config", str(self.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C in the terminal goes to the demo, which stops brokers itself
+            )
+        self.pid_path.write_text(f"{self.proc.pid}\n")
+        if wait:
+            try:
+                wait_for_port(self.host, self.port, READY_TIMEOUT_S, self.proc)
+            except (RuntimeError, TimeoutError) as exc:
+                raise RuntimeError(f"{exc}\n--- broker log ---\n{self.log_tail()}") from None
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM, then SIGKILL if it has not exited in time. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        with contextlib.suppress(OSError):
+            self.pid_path.unlink()
+        return self.proc.returncode

@@ -1,0 +1,60 @@
+"""The ``headwater`` command line."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import click
+
+from headwater.server.config import ConfigError, load_config
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """headwater: a Kafka-protocol broker cluster with live partition reassignment."""
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(path_type=Path), help="Kafka-style .properties file.")
+@click.option("--override", multiple=True, metavar="KEY=VALUE", help="Override a property (repeatable).")
+def broker(config_path: Path, override: tuple[str, ...]) -> None:
+    """Run one broker until SIGTERM or SIGINT."""
+    from headwater.server.broker import run_broker
+
+    overrides = {}
+    for item in override:
+        if "=" not in item:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--override")
+        key, value = item.split("=", 1)
+        overrides[key.strip()] = value.strip()
+    try:
+        config = load_config(config_path, overrides)
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    run_broker(config)
+
+
+@main.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Where the demo keeps its data (a fresh temp dir by default).")
+@click.option("--messages", default=20000, show_default=True, help="How many messages to produce.")
+def demo(data_dir: Path | None, messages: int) -> None:
+    """Start a broker, create a topic, produce and consume with a real client, stop."""
+    from headwater.demo import run_demo
+
+    sys.exit(run_demo(data_dir, messages))
+
+
+def _add_optional_commands() -> None:
+    # The planner imports PySpark only when it runs; a missing optional extra must not break
+    # the rest of the CLI.
+    try:
+        planner_cli = importlib.import_module("headwater.planner.cli")
+    except ImportError:
+        return
+    main.add_command(planner_cli.plan, "plan")
+
+
+_add_optional_commands()

@@ -1,0 +1,122 @@
+"""Topic and broker configuration keys: names, types, defaults, and how topic keys inherit.
+
+A topic config that is not set falls back to the broker's ``log.*`` (or other) synonym, and
+that to Kafka's default, which is what DescribeConfigs reports as the value's source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+
+from headwater.protocol.errors import ErrorCode, KafkaError
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs v3+ ``config_type``."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs v1+ ``config_source``."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    default: str
+    broker_synonym: str | None = None
+    choices: tuple[str, ...] = ()
+    min_value: int | None = None
+
+
+_DAY_MS = 24 * 3600 * 1000
+
+TOPIC_CONFIGS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in (
+        ConfigKey("cleanup.policy", ConfigType.LIST, "delete", "log.cleanup.policy", ("delete", "compact")),
+        ConfigKey("compression.type", ConfigType.STRING, "producer", "compression.type",
+                  ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+        ConfigKey("retention.ms", ConfigType.LONG, str(7 * _DAY_MS), "log.retention.ms", min_value=-1),
+        ConfigKey("retention.bytes", ConfigType.LONG, "-1", "log.retention.bytes", min_value=-1),
+        ConfigKey("segment.bytes", ConfigType.INT, str(1 << 30), "log.segment.bytes", min_value=14),
+        ConfigKey("segment.ms", ConfigType.LONG, str(7 * _DAY_MS), "log.roll.ms", min_value=1),
+        ConfigKey("segment.index.bytes", ConfigType.INT, str(10 << 20), "log.index.size.max.bytes", min_value=4),
+        ConfigKey("index.interval.bytes", ConfigType.INT, "4096", "log.index.interval.bytes", min_value=0),
+        ConfigKey("file.delete.delay.ms", ConfigType.LONG, "60000", "log.segment.delete.delay.ms", min_value=0),
+        ConfigKey("flush.messages", ConfigType.LONG, str((1 << 63) - 1), "log.flush.interval.messages", min_value=1),
+        ConfigKey("flush.ms", ConfigType.LONG, str((1 << 63) - 1), "log.flush.interval.ms", min_value=0),
+        ConfigKey("max.message.bytes", ConfigType.INT, "1048588", "message.max.bytes", min_value=0),
+        ConfigKey("min.insync.replicas", ConfigType.INT, "1", "min.insync.replicas", min_value=1),
+        ConfigKey("message.timestamp.type", ConfigType.STRING, "CreateTime", "log.message.timestamp.type",
+                  ("CreateTime", "LogAppendTime")),
+        ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false", "unclean.leader.election.enable",
+                  ("true", "false")),
+        ConfigKey("delete.retention.ms", ConfigType.LONG, str(_DAY_MS), "log.cleaner.delete.retention.ms", min_value=0),
+        ConfigKey("min.compaction.lag.ms", ConfigType.LONG, "0", "log.cleaner.min.compaction.lag.ms", min_value=0),
+        ConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio"),
+        ConfigKey("leader.replication.throttled.replicas", ConfigType.LIST, "", None),
+        ConfigKey("follower.replication.throttled.replicas", ConfigType.LIST, "", None),
+    )
+}
+
+
+def validate_topic_config(name: str, value: str | None) -> None:
+    """Raise INVALID_CONFIG naming the problem; ``None`` (delete) is always valid for a known key."""
+    key = TOPIC_CONFIGS.get(name)
+    if key is None:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+    if value is None:
+        return
+    if key.type in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
+        try:
+            number = int(value)
+        except ValueError:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Not a number of type {key.type.name}") from None
+        if key.min_value is not None and number < key.min_value:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Value must be at least {key.min_value}")
+    elif key.type is ConfigType.DOUBLE:
+        try:
+            float(value)
+        except ValueError:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE") from None
+    elif key.choices:
+        parts = [v.strip() for v in value.split(",")] if key.type is ConfigType.LIST else [value]
+        bad = [p for p in parts if p not in key.choices]
+        if bad:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(key.choices)}")
+
+
+def effective_topic_config(topic_configs: Mapping[str, str], broker_props: Mapping[str, str]) -> dict[str, tuple[str, ConfigSource]]:
+    """Every topic key with its value and where it came from."""
+    out: dict[str, tuple[str, ConfigSource]] = {}
+    for name, key in TOPIC_CONFIGS.items():
+        if name in topic_configs:
+            out[name] = (topic_configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        elif key.broker_synonym and key.broker_synonym in broker_props:
+            out[name] = (broker_props[key.broker_synonym], ConfigSource.STATIC_BROKER_CONFIG)
+        elif name == "retention.ms" and "log.retention.hours" in broker_props:
+            out[name] = (str(int(broker_props["log.retention.hours"]) * 3600 * 1000), ConfigSource.STATIC_BROKER_CONFIG)
+        else:
+            out[name] = (key.default, ConfigSource.DEFAULT_CONFIG)
+    return out

@@ -1,0 +1,148 @@
+"""The cluster image: brokers, topics, partitions and their assignment, as one value.
+
+Everything that decides (topic admin, later the controller and replication) reads this image;
+changes are made by building a new value, so a half-applied change is never visible. The JSON
+shapes of topics and partition states follow Kafka's ZooKeeper znodes (``/brokers/topics/<t>``,
+``.../partitions/<p>/state``) so the same codecs serve the file store now and ZooKeeper next.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionState]
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(next(iter(self.partitions.values())).replicas) if self.partitions else 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterImage:
+    cluster_id: str
+    controller_id: int
+    brokers: Mapping[int, BrokerInfo]
+    topics: Mapping[str, TopicImage]
+    next_producer_id: int = 0
+
+    def with_topic(self, topic: TopicImage) -> ClusterImage:
+        return replace(self, topics={**self.topics, topic.name: topic})
+
+    def without_topic(self, name: str) -> ClusterImage:
+        return replace(self, topics={k: v for k, v in self.topics.items() if k != name})
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        for topic in self.topics.values():
+            if topic.topic_id == topic_id:
+                return topic
+        return None
+
+
+# --- JSON codecs in the shape of Kafka's znodes -------------------------------------------------
+
+
+def topic_assignment_json(topic: TopicImage) -> dict[str, Any]:
+    """``/brokers/topics/<topic>`` (version 3: with topic id and adding/removing replicas)."""
+    return {
+        "version": 3,
+        "topic_id": _kafka_uuid(topic.topic_id),
+        "partitions": {str(p): list(s.replicas) for p, s in sorted(topic.partitions.items())},
+        "adding_replicas": {str(p): list(s.adding_replicas) for p, s in sorted(topic.partitions.items()) if s.adding_replicas},
+        "removing_replicas": {
+            str(p): list(s.removing_replicas) for p, s in sorted(topic.partitions.items()) if s.removing_replicas
+        },
+    }
+
+
+def partition_state_json(state: PartitionState, controller_epoch: int) -> dict[str, Any]:
+    """``/brokers/topics/<t>/partitions/<p>/state``."""
+    return {
+        "controller_epoch": controller_epoch,
+        "leader": state.leader,
+        "version": 1,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+    }
+
+
+def image_to_json(image: ClusterImage) -> str:
+    """The whole image, for a single broker's local metadata file."""
+    doc = {
+        "version": 1,
+        "cluster_id": image.cluster_id,
+        "next_producer_id": image.next_producer_id,
+        "topics": {
+            name: {
+                "assignment": topic_assignment_json(t),
+                "states": {str(p): partition_state_json(s, 0) for p, s in sorted(t.partitions.items())},
+                "configs": dict(sorted(t.configs.items())),
+            }
+            for name, t in sorted(image.topics.items())
+        },
+    }
+    return json.dumps(doc, indent=1, sort_keys=True)
+
+
+def image_from_json(text: str, controller_id: int, brokers: Mapping[int, BrokerInfo]) -> ClusterImage:
+    doc = json.loads(text)
+    topics: dict[str, TopicImage] = {}
+    for name, t in doc["topics"].items():
+        assignment = t["assignment"]
+        partitions: dict[int, PartitionState] = {}
+        for p_str, replicas in assignment["partitions"].items():
+            st = t["states"][p_str]
+            partitions[int(p_str)] = PartitionState(
+                replicas=tuple(replicas),
+                leader=st["leader"],
+                leader_epoch=st["leader_epoch"],
+                isr=tuple(st["isr"]),
+                adding_replicas=tuple(assignment.get("adding_replicas", {}).get(p_str, ())),
+                removing_replicas=tuple(assignment.get("removing_replicas", {}).get(p_str, ())),
+            )
+        topics[name] = TopicImage(name, _parse_kafka_uuid(assignment["topic_id"]), partitions, t.get("configs", {}))
+    return ClusterImage(doc["cluster_id"], controller_id, brokers, topics, doc.get("next_producer_id", 0))
+
+
+def _kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka writes UUIDs as URL-safe base64 without padding (22 characters)."""
+    import base64
+
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def _parse_kafka_uuid(text: str) -> uuid.UUID:
+    import base64
+
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def new_cluster_id() -> str:
+    return _kafka_uuid(uuid.uuid4())

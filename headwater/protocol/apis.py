@@ -1,0 +1,175 @@
+"""The APIs this broker speaks, their version ranges, and the message classes behind them.
+
+Message encoding and decoding is kafka-python 3's, which builds its classes from Kafka's own JSON
+message schemas; this module only picks the classes and the version ranges we advertise. The
+ranges follow what real clients send (kafka-python 3.0.12, librdkafka 2.16 and kcat's 2.0.2) and
+stop below versions whose semantics we do not implement yet (e.g. Produce v13 addresses topics by
+id only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.protocol.frame import parse_request_header, response_header
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    DELETE_RECORDS = 21
+    OFFSET_FOR_LEADER_EPOCH = 23
+    INIT_PRODUCER_ID = 22
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLUSTER = 60
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    key: ApiKey
+    min_version: int
+    max_version: int
+    request: Any
+    response: Any
+
+    def is_flexible(self, version: int) -> bool:
+        return bool(self.request.flexible_version_q(version))
+
+
+def _spec(key: ApiKey, lo: int, hi: int, request: Any, response: Any) -> ApiSpec:
+    return ApiSpec(key, lo, hi, request, response)
+
+
+API_SPECS: dict[int, ApiSpec] = {
+    s.key: s
+    for s in (
+        _spec(ApiKey.PRODUCE, 3, 11, ProduceRequest, ProduceResponse),
+        _spec(ApiKey.FETCH, 4, 16, FetchRequest, FetchResponse),
+        _spec(ApiKey.LIST_OFFSETS, 1, 9, ListOffsetsRequest, ListOffsetsResponse),
+        _spec(ApiKey.METADATA, 0, 12, MetadataRequest, MetadataResponse),
+        _spec(ApiKey.DELETE_RECORDS, 0, 2, DeleteRecordsRequest, DeleteRecordsResponse),
+        _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdRequest, InitProducerIdResponse),
+        _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+        _spec(ApiKey.API_VERSIONS, 0, 4, ApiVersionsRequest, ApiVersionsResponse),
+        _spec(ApiKey.CREATE_TOPICS, 2, 7, CreateTopicsRequest, CreateTopicsResponse),
+        _spec(ApiKey.DELETE_TOPICS, 1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
+        _spec(ApiKey.DESCRIBE_CONFIGS, 1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
+        _spec(ApiKey.ALTER_CONFIGS, 0, 2, AlterConfigsRequest, AlterConfigsResponse),
+        _spec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, DescribeLogDirsRequest, DescribeLogDirsResponse),
+        _spec(ApiKey.CREATE_PARTITIONS, 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
+        _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+        _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterRequest, DescribeClusterResponse),
+    )
+}
+
+
+@dataclass(slots=True)
+class Request:
+    spec: ApiSpec
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the kafka-python request object
+
+    @property
+    def api_key(self) -> int:
+        return int(self.spec.key)
+
+    def response(self, **fields: Any) -> Any:
+        """A response object of this request's API and version."""
+        return self.spec.response(version=self.version, **fields)
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+    """Decode a whole request frame body (without the size prefix).
+
+    Raises KafkaError(UNSUPPORTED_VERSION) for an unknown key or version, and ValueError (or a
+    subclass) for bytes that do not decode.
+    """
+    view = memoryview(frame)
+    key = int.from_bytes(view[0:2], "big", signed=True) if len(view) >= 2 else -1
+    version = int.from_bytes(view[2:4], "big", signed=True) if len(view) >= 4 else -1
+    spec = API_SPECS.get(key)
+    if spec is None or not spec.min_version <= version <= spec.max_version:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"api key {key} version {version} is not supported")
+    header = parse_request_header(view, spec.is_flexible(version))
+    try:
+        body = spec.request.decode(view[header.body_offset :], version=version)
+    except Exception as exc:  # the codec raises struct.error, IndexError, ValueError...: all mean malformed
+        raise ValueError(f"cannot decode {spec.key.name} v{version}: {exc}") from exc
+    return Request(spec, version, header.correlation_id, header.client_id, body)
+
+
+def encode_response(request: Request, response: Any) -> bytes:
+    """Frame a response object: size, header, body."""
+    flexible = request.spec.is_flexible(request.version) and request.spec.key != ApiKey.API_VERSIONS
+    body: bytes = response.encode(version=request.version)
+    head = response_header(request.correlation_id, flexible)
+    return (len(head) + len(body)).to_bytes(4, "big") + head + body
+
+
+def api_versions_unsupported(correlation_id: int) -> bytes:
+    """ApiVersions v0 with UNSUPPORTED_VERSION and our ranges, so a newer client retries lower."""
+    resp = ApiVersionsResponse(
+        version=0,
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=advertised_versions(ApiVersionsResponse),
+    )
+    body: bytes = resp.encode(version=0)
+    head = response_header(correlation_id, False)
+    return (len(head) + len(body)).to_bytes(4, "big") + head + body
+
+
+def advertised_versions(response_cls: Any) -> list[Any]:
+    return [
+        response_cls.ApiVersion(api_key=int(s.key), min_version=s.min_version, max_version=s.max_version)
+        for s in sorted(API_SPECS.values(), key=lambda s: int(s.key))
+    ]

@@ -1,0 +1,829 @@
+"""The broker process: listeners, request dispatch, and the handlers of every API it speaks.
+
+In this single-broker form the broker is its own controller for topic metadata, kept by a
+``LocalMetadataStore``; the ZooKeeper-backed controller replaces that store and the topic-admin
+handlers' apply step, nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import shutil
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from headwater.controller.topics import plan_create_partitions, plan_create_topic, validate_topic_name
+from headwater.metadata.configs import (
+    TOPIC_CONFIGS,
+    ConfigSource,
+    effective_topic_config,
+    validate_topic_config,
+)
+from headwater.metadata.image import BrokerInfo, ClusterImage, TopicImage
+from headwater.protocol.apis import (
+    ApiKey,
+    Request,
+    advertised_versions,
+    api_versions_unsupported,
+    decode_request,
+    encode_response,
+)
+from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.protocol.fetch import FetchPartitionData, FetchTopicData, NodeEndpoint, encode_fetch_response
+from headwater.protocol.frame import MalformedFrameError, peek_api
+from headwater.records import iter_batches
+from headwater.server.config import BrokerConfig
+from headwater.server.connection import Connection, Parts, serve_connection_factory
+from headwater.server.metadata_store import LocalMetadataStore
+from headwater.storage import LogConfig, LogManager, PartitionLog
+
+log = logging.getLogger(__name__)
+
+# ListOffsets special timestamps
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+# DescribeConfigs / AlterConfigs resource types
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+# IncrementalAlterConfigs operations
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+PRODUCER_ID_BLOCK = 1000
+TICK_INTERVAL_S = 1.0
+CHECKPOINT_INTERVAL_S = 5.0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        listener = config.advertised_listener
+        self.info = BrokerInfo(config.broker_id, listener.host, listener.port, config.rack)
+        for d in config.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.store = LocalMetadataStore(config.log_dirs[0], self.info)
+        self.image: ClusterImage = self.store.load()
+        self.logs = LogManager(list(config.log_dirs), self._default_log_config(), clock_ms=_now_ms)
+        self._rng = random.Random()
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: set[Connection] = set()
+        self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        self._producer_ids = (0, 0)  # [next, end) of the block this broker owns
+        self._stopping = asyncio.Event()
+        self._handlers: dict[ApiKey, Callable[[Request], Any]] = {
+            ApiKey.API_VERSIONS: self.api_versions,
+            ApiKey.METADATA: self.metadata,
+            ApiKey.PRODUCE: self.produce,
+            ApiKey.FETCH: self.fetch,
+            ApiKey.LIST_OFFSETS: self.list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.CREATE_TOPICS: self.create_topics,
+            ApiKey.DELETE_TOPICS: self.delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+            ApiKey.ALTER_CONFIGS: self.alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
+            ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
+            ApiKey.DELETE_RECORDS: self.delete_records,
+        }
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def _default_log_config(self) -> LogConfig:
+        return LogConfig.from_properties({k: v for k, (v, _src) in effective_topic_config({}, self.config.props).items()})
+
+    def _log_config(self, topic: TopicImage) -> LogConfig:
+        effective = effective_topic_config(topic.configs, self.config.props)
+        return LogConfig.from_properties({k: v for k, (v, _src) in effective.items()})
+
+    async def start(self) -> None:
+        self.logs.load()
+        # Open (or create) a log for every partition this broker hosts and drop logs of topics that
+        # no longer exist, so the disk matches the image before the first client arrives.
+        wanted = set()
+        for topic in self.image.topics.values():
+            cfg = self._log_config(topic)
+            for p in topic.partitions:
+                wanted.add((topic.name, p))
+                plog = self.logs.get_or_create(topic.name, p, cfg)
+                plog.high_watermark = plog.log_end_offset
+        for plog in self.logs.all_logs():
+            if (plog.topic, plog.partition) not in wanted:
+                self.logs.delete(plog.topic, plog.partition)
+        loop = asyncio.get_running_loop()
+        for listener in self.config.listeners:
+            server = await loop.create_server(
+                serve_connection_factory(self._handle_frame, self.config.socket_request_max_bytes, self._connections),
+                host=listener.host,
+                port=listener.port,
+                reuse_address=True,
+                backlog=512,
+            )
+            self._servers.append(server)
+            log.info("broker %d listening on %s:%d", self.config.broker_id, listener.host, listener.port)
+        self._housekeeping_task = loop.create_task(self._housekeeping())
+
+    async def _housekeeping(self) -> None:
+        last_checkpoint = time.monotonic()
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), TICK_INTERVAL_S)
+            try:
+                self.logs.tick(_now_ms())
+                if time.monotonic() - last_checkpoint >= CHECKPOINT_INTERVAL_S:
+                    self.logs.checkpoint()
+                    last_checkpoint = time.monotonic()
+            except Exception:
+                log.exception("housekeeping failed")
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for server in self._servers:
+            server.close()
+        for conn in list(self._connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        for server in self._servers:
+            await server.wait_closed()
+        self.logs.close()
+        log.info("broker %d stopped cleanly", self.config.broker_id)
+
+    async def run_until_signalled(self) -> None:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, done.set)
+        print(f"headwater broker {self.config.broker_id} ready on {self.info.host}:{self.info.port}", flush=True)
+        await done.wait()
+        await self.stop()
+
+    # --- dispatch -------------------------------------------------------------------------------
+
+    async def _handle_frame(self, conn: Connection, frame: bytearray) -> Parts | None:
+        try:
+            request = decode_request(frame)
+        except KafkaError as exc:
+            try:
+                key, _version, correlation_id = peek_api(frame)
+            except MalformedFrameError:
+                conn.abort("frame too short for a request header")
+                return None
+            if key == ApiKey.API_VERSIONS:
+                # Kafka answers an ApiVersions it cannot parse with v0 and its ranges, so a newer
+                # client can retry with a version both sides know.
+                return [api_versions_unsupported(correlation_id)]
+            conn.abort(f"{exc.message} (correlation id {correlation_id})")
+            return None
+        except (ValueError, MalformedFrameError) as exc:
+            conn.abort(str(exc))
+            return None
+        handler = self._handlers[request.spec.key]
+        result = handler(request)
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result is None:
+            return None
+        if isinstance(result, list):
+            return result  # already framed parts (fetch)
+        return [encode_response(request, result)]
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _partition_log(self, topic: str, partition: int) -> tuple[TopicImage, PartitionLog]:
+        t = self.image.topics.get(topic)
+        if t is None or partition not in t.partitions:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        state = t.partitions[partition]
+        if state.leader != self.config.broker_id:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.")
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "The log of this partition is not available.")
+        return t, plog
+
+    def _check_leader_epoch(self, topic: TopicImage, partition: int, current_leader_epoch: int) -> None:
+        if current_leader_epoch < 0:
+            return
+        epoch = topic.partitions[partition].leader_epoch
+        if current_leader_epoch < epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+        if current_leader_epoch > epoch:
+            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    def _wake(self, topic: str, partition: int) -> None:
+        waiters = self._waiters.pop((topic, partition), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def _set_image(self, image: ClusterImage) -> None:
+        self.store.save(image)
+        self.image = image
+
+    # --- ApiVersions, Metadata, DescribeCluster ---------------------------------------------------
+
+    def api_versions(self, req: Request) -> Any:
+        return req.response(
+            error_code=0,
+            api_keys=advertised_versions(req.spec.response),
+            throttle_time_ms=0,
+        )
+
+    def _ensure_topics(self, names: list[str], allow_auto_create: bool) -> None:
+        if not (allow_auto_create and self.config.auto_create_topics):
+            return
+        for name in names:
+            if name in self.image.topics:
+                continue
+            try:
+                self._create_topic(name, -1, -1, {}, {})
+            except KafkaError as exc:
+                log.info("auto-create of %r refused: %s", name, exc)
+
+    def metadata(self, req: Request) -> Any:
+        body = req.body
+        resp_cls = req.spec.response
+        topic_cls = resp_cls.MetadataResponseTopic
+        part_cls = topic_cls.MetadataResponsePartition
+        if body.topics is None or (req.version == 0 and not body.topics):
+            names = sorted(self.image.topics)
+        else:
+            names = []
+            for t in body.topics:
+                name = t.name
+                if name is None and req.version >= 10 and t.topic_id is not None:
+                    found = self.image.topic_by_id(t.topic_id)
+                    name = found.name if found else None
+                if name is not None:
+                    names.append(name)
+            allow = body.allow_auto_topic_creation if req.version >= 4 else True
+            self._ensure_topics(names, allow)
+        topics = []
+        for name in names:
+            topic = self.image.topics.get(name)
+            if topic is None:
+                try:
+                    validate_topic_name(name)
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                except KafkaError:
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                topics.append(topic_cls(error_code=code, name=name, topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
+                continue
+            partitions = [
+                part_cls(
+                    error_code=0,
+                    partition_index=p,
+                    leader_id=s.leader,
+                    leader_epoch=s.leader_epoch,
+                    replica_nodes=list(s.replicas),
+                    isr_nodes=list(s.isr),
+                    offline_replicas=[r for r in s.replicas if r not in self.image.brokers],
+                )
+                for p, s in sorted(topic.partitions.items())
+            ]
+            topics.append(topic_cls(error_code=0, name=name, topic_id=topic.topic_id, is_internal=False,
+                                    partitions=partitions))
+        brokers = [
+            resp_cls.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+            for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
+        ]
+        return req.response(
+            throttle_time_ms=0,
+            brokers=brokers,
+            cluster_id=self.image.cluster_id,
+            controller_id=self.image.controller_id,
+            topics=topics,
+        )
+
+    def describe_cluster(self, req: Request) -> Any:
+        brokers = [
+            req.spec.response.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+            for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
+        ]
+        return req.response(
+            throttle_time_ms=0,
+            error_code=0,
+            error_message=None,
+            cluster_id=self.image.cluster_id,
+            controller_id=self.image.controller_id,
+            brokers=brokers,
+        )
+
+    # --- Produce ----------------------------------------------------------------------------------
+
+    def produce(self, req: Request) -> Any:
+        body = req.body
+        acks = body.acks
+        resp_cls = req.spec.response
+        topic_resp_cls = resp_cls.TopicProduceResponse
+        part_resp_cls = topic_resp_cls.PartitionProduceResponse
+        now_ms = _now_ms()
+        results = []
+        for topic_data in body.topic_data:
+            name = topic_data.name
+            parts = []
+            for pd in topic_data.partition_data:
+                base_offset, log_start, code, message = -1, -1, ErrorCode.NONE, None
+                try:
+                    if acks not in (-1, 0, 1):
+                        raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+                    if body.transactional_id is not None:
+                        raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+                    topic, plog = self._partition_log(name, pd.index)
+                    records = pd.records
+                    if not records:
+                        raise KafkaError(ErrorCode.INVALID_RECORD, "empty records")
+                    max_bytes = int(effective_topic_config(topic.configs, self.config.props)["max.message.bytes"][0])
+                    for _pos, header in iter_batches(records, verify_crc=False):
+                        if header.size > max_bytes:
+                            raise KafkaError(
+                                ErrorCode.MESSAGE_TOO_LARGE,
+                                f"The batch of {header.size} bytes is larger than max.message.bytes={max_bytes}",
+                            )
+                    epoch = topic.partitions[pd.index].leader_epoch
+                    result = plog.append_as_leader(bytearray(records), epoch, now_ms)
+                    # One replica is the whole ISR here, so what is appended is committed.
+                    plog.high_watermark = plog.log_end_offset
+                    base_offset, log_start = result.base_offset, plog.log_start_offset
+                    if not result.duplicate:
+                        self._wake(name, pd.index)
+                except KafkaError as exc:
+                    code, message = exc.code, exc.message
+                except ValueError as exc:  # a malformed batch header
+                    code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)
+                parts.append(part_resp_cls(index=pd.index, error_code=code, base_offset=base_offset,
+                                           log_append_time_ms=-1, log_start_offset=log_start, record_errors=[],
+                                           error_message=message))
+            results.append(topic_resp_cls(name=name, partition_responses=parts))
+        if acks == 0:
+            return None
+        return req.response(responses=results, throttle_time_ms=0)
+
+    # --- Fetch ------------------------------------------------------------------------------------
+
+    def _read_fetch(self, req: Request) -> tuple[list[FetchTopicData], int]:
+        body = req.body
+        is_follower = (body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)) >= 0
+        budget = body.max_bytes if req.version >= 3 else 2**31 - 1
+        total = 0
+        topics: list[FetchTopicData] = []
+        for ft in body.topics:
+            if req.version >= 13:
+                image_topic = self.image.topic_by_id(ft.topic_id)
+                name = image_topic.name if image_topic else ""
+                topic_id = ft.topic_id
+            else:
+                name = ft.topic
+                image_topic = self.image.topics.get(name)
+                topic_id = image_topic.topic_id if image_topic else uuid.UUID(int=0)
+            out = FetchTopicData(name, topic_id)
+            for fp in ft.partitions:
+                data = FetchPartitionData(fp.partition)
+                try:
+                    if image_topic is None and req.version >= 13:
+                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                    topic, plog = self._partition_log(name, fp.partition)
+                    if req.version >= 9:
+                        self._check_leader_epoch(topic, fp.partition, fp.current_leader_epoch)
+                    hw = plog.high_watermark
+                    data.high_watermark = hw
+                    data.last_stable_offset = hw
+                    data.log_start_offset = plog.log_start_offset
+                    limit = min(fp.partition_max_bytes, max(budget - total, 0))
+                    result = plog.read(
+                        fp.fetch_offset,
+                        limit,
+                        max_offset=None if is_follower else hw,
+                        min_one_batch=total == 0,
+                    )
+                    data.records = result.slices
+                    total += result.size_bytes
+                except KafkaError as exc:
+                    data.error_code = exc.code
+                out.partitions.append(data)
+            topics.append(out)
+        return topics, total
+
+    async def fetch(self, req: Request) -> Parts:
+        body = req.body
+        error = ErrorCode.NONE
+        if req.version >= 7 and body.session_id != 0:
+            # No incremental fetch sessions: answering with session id 0 makes clients send full fetches.
+            error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+            topics: list[FetchTopicData] = []
+        else:
+            topics, total = self._read_fetch(req)
+            if total < body.min_bytes and body.max_wait_ms > 0 and not any(
+                p.error_code for t in topics for p in t.partitions
+            ):
+                await self._wait_for_data(topics, body.max_wait_ms / 1000.0)
+                topics, total = self._read_fetch(req)
+        endpoints: tuple[NodeEndpoint, ...] = ()
+        if req.version >= 16 and any(
+            p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) for t in topics for p in t.partitions
+        ):
+            endpoints = tuple(NodeEndpoint(b.broker_id, b.host, b.port, b.rack) for b in self.image.brokers.values())
+        parts, _size = encode_fetch_response(
+            req.version, req.correlation_id, topics, error_code=error, session_id=0, node_endpoints=endpoints
+        )
+        return parts
+
+    async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        keys = [(t.name, p.partition) for t in topics for p in t.partitions]
+        for key in keys:
+            self._waiters.setdefault(key, []).append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                lst = self._waiters.get(key)
+                if lst and fut in lst:
+                    lst.remove(fut)
+                    if not lst:
+                        del self._waiters[key]
+
+    # --- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------
+
+    def list_offsets(self, req: Request) -> Any:
+        resp_cls = req.spec.response
+        topic_cls = resp_cls.ListOffsetsTopicResponse
+        part_cls = topic_cls.ListOffsetsPartitionResponse
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                code, ts, offset, epoch = ErrorCode.NONE, -1, -1, -1
+                try:
+                    topic, plog = self._partition_log(t.name, p.partition_index)
+                    if req.version >= 4:
+                        self._check_leader_epoch(topic, p.partition_index, p.current_leader_epoch)
+                    epoch = topic.partitions[p.partition_index].leader_epoch
+                    if p.timestamp == LATEST_TIMESTAMP:
+                        offset = plog.high_watermark
+                    elif p.timestamp == EARLIEST_TIMESTAMP:
+                        offset = plog.log_start_offset
+                    elif p.timestamp == MAX_TIMESTAMP:
+                        offset, ts = plog.max_timestamp_offset()
+                    else:
+                        found = plog.offset_for_timestamp(p.timestamp)
+                        if found is not None and found[0] < plog.high_watermark:
+                            offset, ts = found
+                except KafkaError as exc:
+                    code = exc.code
+                parts.append(part_cls(partition_index=p.partition_index, error_code=code, old_style_offsets=[],
+                                      timestamp=ts, offset=offset, leader_epoch=epoch))
+            topics.append(topic_cls(name=t.name, partitions=parts))
+        return req.response(throttle_time_ms=0, topics=topics)
+
+    def offset_for_leader_epoch(self, req: Request) -> Any:
+        resp_cls = req.spec.response
+        topic_cls = resp_cls.OffsetForLeaderTopicResult
+        part_cls = topic_cls.EpochEndOffset
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                code, epoch, end = ErrorCode.NONE, -1, -1
+                try:
+                    topic, plog = self._partition_log(t.topic, p.partition)
+                    self._check_leader_epoch(topic, p.partition, p.current_leader_epoch)
+                    epoch, end = plog.end_offset_for_epoch(p.leader_epoch)
+                except KafkaError as exc:
+                    code = exc.code
+                parts.append(part_cls(error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end))
+            topics.append(topic_cls(topic=t.topic, partitions=parts))
+        return req.response(throttle_time_ms=0, topics=topics)
+
+    # --- InitProducerId -------------------------------------------------------------------------
+
+    def init_producer_id(self, req: Request) -> Any:
+        body = req.body
+        if body.transactional_id is not None:
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                producer_id=-1, producer_epoch=-1)
+        if req.version >= 3 and body.producer_id >= 0:
+            # An idempotent producer bumping its epoch after an error keeps its id.
+            epoch = body.producer_epoch + 1
+            if epoch <= 32767:
+                return req.response(throttle_time_ms=0, error_code=0, producer_id=body.producer_id, producer_epoch=epoch)
+        return req.response(throttle_time_ms=0, error_code=0, producer_id=self._next_producer_id(), producer_epoch=0)
+
+    def _next_producer_id(self) -> int:
+        nxt, end = self._producer_ids
+        if nxt >= end:
+            # Persist the end of a whole block before handing out ids from it, so a restart never
+            # reuses an id.
+            start = self.image.next_producer_id
+            self._set_image(replace(self.image, next_producer_id=start + PRODUCER_ID_BLOCK))
+            nxt, end = start, start + PRODUCER_ID_BLOCK
+        self._producer_ids = (nxt + 1, end)
+        return nxt
+
+    # --- topic admin ------------------------------------------------------------------------------
+
+    def _create_topic(
+        self, name: str, num_partitions: int, replication_factor: int,
+        assignments: dict[int, list[int]], configs: dict[str, str], validate_only: bool = False,
+    ) -> TopicImage:
+        n = len(self.image.brokers)
+        topic = plan_create_topic(
+            self.image, name, num_partitions, replication_factor, assignments, configs,
+            default_partitions=self.config.num_partitions,
+            default_replication_factor=self.config.default_replication_factor,
+            start_index=self._rng.randrange(n), shift=self._rng.randrange(n),
+        )
+        if validate_only:
+            return topic
+        self._set_image(self.image.with_topic(topic))
+        cfg = self._log_config(topic)
+        for p, state in topic.partitions.items():
+            if self.config.broker_id in state.replicas:
+                plog = self.logs.get_or_create(name, p, cfg)
+                plog.high_watermark = plog.log_end_offset
+        log.info("created topic %s with %d partitions", name, len(topic.partitions))
+        return topic
+
+    def create_topics(self, req: Request) -> Any:
+        body = req.body
+        result_cls = req.spec.response.CreatableTopicResult
+        config_cls = result_cls.CreatableTopicConfigs
+        results = []
+        seen: dict[str, int] = {}
+        for t in body.topics:
+            seen[t.name] = seen.get(t.name, 0) + 1
+        for t in body.topics:
+            code, message, topic = ErrorCode.NONE, None, None
+            try:
+                if seen[t.name] > 1:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+                assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+                configs = {c.name: c.value for c in t.configs}
+                topic = self._create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
+                                           validate_only=body.validate_only)
+            except KafkaError as exc:
+                code, message = exc.code, exc.message
+            fields: dict[str, Any] = dict(name=t.name, error_code=code, error_message=message,
+                                          topic_id=topic.topic_id if topic and not body.validate_only else uuid.UUID(int=0))
+            if req.version >= 5:
+                if topic is not None:
+                    effective = effective_topic_config(topic.configs, self.config.props)
+                    fields.update(
+                        num_partitions=len(topic.partitions),
+                        replication_factor=topic.replication_factor,
+                        configs=[config_cls(name=k, value=v, read_only=False, config_source=src, is_sensitive=False)
+                                 for k, (v, src) in sorted(effective.items())],
+                    )
+                else:
+                    fields.update(num_partitions=-1, replication_factor=-1, configs=[])
+            results.append(result_cls(**fields))
+        return req.response(throttle_time_ms=0, topics=results)
+
+    def _delete_topic(self, name: str) -> TopicImage:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if not self.config.delete_topic_enable:
+            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        self._set_image(self.image.without_topic(name))
+        for p in topic.partitions:
+            if self.logs.get(name, p) is not None:
+                self.logs.delete(name, p)
+            self._wake(name, p)
+        log.info("deleted topic %s", name)
+        return topic
+
+    def delete_topics(self, req: Request) -> Any:
+        body = req.body
+        result_cls = req.spec.response.DeletableTopicResult
+        results = []
+        if req.version >= 6:
+            targets = [(t.name, t.topic_id) for t in body.topics]
+        else:
+            targets = [(n, uuid.UUID(int=0)) for n in body.topic_names]
+        for name, topic_id in targets:
+            code, message = ErrorCode.NONE, None
+            try:
+                if name is None:
+                    found = self.image.topic_by_id(topic_id)
+                    if found is None:
+                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+                    name = found.name
+                topic = self._delete_topic(name)
+                topic_id = topic.topic_id
+            except KafkaError as exc:
+                code, message = exc.code, exc.message
+            results.append(result_cls(name=name, topic_id=topic_id, error_code=code, error_message=message))
+        return req.response(throttle_time_ms=0, responses=results)
+
+    def create_partitions(self, req: Request) -> Any:
+        body = req.body
+        result_cls = req.spec.response.CreatePartitionsTopicResult
+        results = []
+        for t in body.topics:
+            code, message = ErrorCode.NONE, None
+            try:
+                assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+                n = len(self.image.brokers)
+                topic = plan_create_partitions(self.image, t.name, t.count, assignments,
+                                               start_index=self._rng.randrange(n), shift=self._rng.randrange(n))
+                if not body.validate_only:
+                    old = set(self.image.topics[t.name].partitions)
+                    self._set_image(self.image.with_topic(topic))
+                    cfg = self._log_config(topic)
+                    for p, state in topic.partitions.items():
+                        if p not in old and self.config.broker_id in state.replicas:
+                            self.logs.get_or_create(t.name, p, cfg)
+            except KafkaError as exc:
+                code, message = exc.code, exc.message
+            results.append(result_cls(name=t.name, error_code=code, error_message=message))
+        return req.response(throttle_time_ms=0, results=results)
+
+    def delete_records(self, req: Request) -> Any:
+        topic_cls = req.spec.response.DeleteRecordsTopicResult
+        part_cls = topic_cls.DeleteRecordsPartitionResult
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                code, low = ErrorCode.NONE, -1
+                try:
+                    _topic, plog = self._partition_log(t.name, p.partition_index)
+                    target = plog.high_watermark if p.offset == -1 else p.offset
+                    if target < 0 or target > plog.high_watermark:
+                        raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
+                    plog.delete_records_before(target)
+                    low = plog.log_start_offset
+                except KafkaError as exc:
+                    code = exc.code
+                parts.append(part_cls(partition_index=p.partition_index, low_watermark=low, error_code=code))
+            topics.append(topic_cls(name=t.name, partitions=parts))
+        return req.response(throttle_time_ms=0, topics=topics)
+
+    # --- configs ------------------------------------------------------------------------------------
+
+    def describe_configs(self, req: Request) -> Any:
+        result_cls = req.spec.response.DescribeConfigsResult
+        entry_cls = result_cls.DescribeConfigsResourceResult
+        results = []
+        for res in req.body.resources:
+            code, message, entries = ErrorCode.NONE, None, []
+            try:
+                if res.resource_type == RESOURCE_TOPIC:
+                    topic = self.image.topics.get(res.resource_name)
+                    if topic is None:
+                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
+                    values = effective_topic_config(topic.configs, self.config.props)
+                    types = {k: int(TOPIC_CONFIGS[k].type) for k in values}
+                elif res.resource_type == RESOURCE_BROKER:
+                    if res.resource_name not in ("", str(self.config.broker_id)):
+                        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {self.config.broker_id} but received {res.resource_name}")
+                    values = {k: (v, ConfigSource.STATIC_BROKER_CONFIG) for k, v in self.config.props.items()}
+                    types = {}
+                else:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+                keys = res.configuration_keys
+                for name, (value, source) in sorted(values.items()):
+                    if keys is not None and name not in keys:
+                        continue
+                    entry: dict[str, Any] = dict(name=name, value=value, read_only=res.resource_type == RESOURCE_BROKER,
+                                                 is_sensitive=False, synonyms=[])
+                    if req.version == 0:
+                        entry["is_default"] = source == ConfigSource.DEFAULT_CONFIG
+                    else:
+                        entry["config_source"] = int(source)
+                    if req.version >= 3:
+                        entry.update(config_type=types.get(name, 0), documentation=None)
+                    entries.append(entry_cls(**entry))
+            except KafkaError as exc:
+                code, message = exc.code, exc.message
+            results.append(result_cls(error_code=code, error_message=message, resource_type=res.resource_type,
+                                      resource_name=res.resource_name, configs=entries))
+        return req.response(throttle_time_ms=0, results=results)
+
+    def _apply_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        for key, value in configs.items():
+            validate_topic_config(key, value)
+        if validate_only:
+            return
+        updated = replace(topic, configs=configs)
+        self._set_image(self.image.with_topic(updated))
+        cfg = self._log_config(updated)
+        for p in topic.partitions:
+            if self.logs.get(name, p) is not None:
+                self.logs.update_config(name, cfg)
+                break
+
+    def alter_configs(self, req: Request) -> Any:
+        resp_cls = req.spec.response.AlterConfigsResourceResponse
+        out = []
+        for res in req.body.resources:
+            code, message = ErrorCode.NONE, None
+            try:
+                if res.resource_type != RESOURCE_TOPIC:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Only topic configs can be altered on this broker")
+                # AlterConfigs replaces the whole set.
+                self._apply_topic_configs(res.resource_name, {c.name: c.value for c in res.configs}, req.body.validate_only)
+            except KafkaError as exc:
+                code, message = exc.code, exc.message
+            out.append(resp_cls(error_code=code, error_message=message, resource_type=res.resource_type,
+                                resource_name=res.resource_name))
+        return req.response(throttle_time_ms=0, responses=out)
+
+    def incremental_alter_configs(self, req: Request) -> Any:
+        resp_cls = req.spec.response.AlterConfigsResourceResponse
+        out = []
+        for res in req.body.resources:
+            code, message = ErrorCode.NONE, None
+            try:
+                if res.resource_type != RESOURCE_TOPIC:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Only topic configs can be altered on this broker")
+                topic = self.image.topics.get(res.resource_name)
+                if topic is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
+                configs = dict(topic.configs)
+                for c in res.configs:
+                    if c.config_operation == OP_SET:
+                        configs[c.name] = c.value
+                    elif c.config_operation == OP_DELETE:
+                        validate_topic_config(c.name, None)
+                        configs.pop(c.name, None)
+                    elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
+                        key = TOPIC_CONFIGS.get(c.name)
+                        if key is None or key.type.name != "LIST":
+                            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {c.name}")
+                        items = [v for v in configs.get(c.name, "").split(",") if v]
+                        for v in (c.value or "").split(","):
+                            if c.config_operation == OP_APPEND and v and v not in items:
+                                items.append(v)
+                            elif c.config_operation == OP_SUBTRACT and v in items:
+                                items.remove(v)
+                        configs[c.name] = ",".join(items)
+                    else:
+                        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {c.config_operation}")
+                self._apply_topic_configs(res.resource_name, configs, req.body.validate_only)
+            except KafkaError as exc:
+                code, message = exc.code, exc.message
+            out.append(resp_cls(error_code=code, error_message=message, resource_type=res.resource_type,
+                                resource_name=res.resource_name))
+        return req.response(throttle_time_ms=0, responses=out)
+
+    # --- DescribeLogDirs --------------------------------------------------------------------------
+
+    def describe_log_dirs(self, req: Request) -> Any:
+        result_cls = req.spec.response.DescribeLogDirsResult
+        topic_cls = result_cls.DescribeLogDirsTopic
+        part_cls = topic_cls.DescribeLogDirsPartition
+        wanted = None
+        if req.body.topics is not None:
+            wanted = {(t.topic, p) for t in req.body.topics for p in t.partitions}
+        by_dir: dict[Path, dict[str, list[Any]]] = {d: {} for d in self.config.log_dirs}
+        for plog in self.logs.all_logs():
+            if wanted is not None and (plog.topic, plog.partition) not in wanted:
+                continue
+            entry = part_cls(partition_index=plog.partition, partition_size=plog.size_bytes,
+                             offset_lag=0, is_future_key=False)
+            by_dir.setdefault(self.logs.log_dir_of(plog), {}).setdefault(plog.topic, []).append(entry)
+        results = []
+        for d, topics in by_dir.items():
+            fields: dict[str, Any] = dict(error_code=0, log_dir=str(d), topics=[
+                topic_cls(name=name, partitions=sorted(parts, key=lambda x: x.partition_index))
+                for name, parts in sorted(topics.items())
+            ])
+            if req.version >= 4:
+                usage = shutil.disk_usage(d)
+                fields.update(total_bytes=usage.total, usable_bytes=usage.free)
+            results.append(result_cls(**fields))
+        extra: dict[str, Any] = {"error_code": 0} if req.version >= 3 else {}
+        return req.response(throttle_time_ms=0, results=results, **extra)
+
+
+def run_broker(config: BrokerConfig) -> None:
+    logging.basicConfig(
+        level=os.environ.get("HEADWATER_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s [broker %(process)d] %(name)s: %(message)s",
+    )
+    broker = Broker(config)
+    asyncio.run(broker.run_until_signalled())

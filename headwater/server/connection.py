@@ -1,0 +1,226 @@
+"""One client connection: frames in, responses out, in request order.
+
+Reading uses ``asyncio.BufferedProtocol``: small frames are cut out of a fixed scratch buffer, and
+a large frame (a produce request) gets a buffer of its exact size that the kernel reads straight
+into, so a 1 MiB batch is not copied on its way in. Responses are written in the order requests
+arrived, as Kafka requires, even when a later request finishes first. Record bytes of a fetch go
+to the socket with ``os.sendfile`` as long as the socket takes them, and through the transport
+otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import struct
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol, cast
+
+from headwater.protocol.frame import MalformedFrameError, frame_size
+
+log = logging.getLogger(__name__)
+
+SCRATCH_BYTES = 64 * 1024
+MAX_PENDING_REQUESTS = 64  # beyond this, stop reading until responses drain
+WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
+_SIZE = struct.Struct(">i")
+
+
+class FileRange(Protocol):
+    fileno: int
+    position: int
+    length: int
+
+
+class Sized(Protocol):
+    @property
+    def length(self) -> int: ...
+
+
+# Response parts: bytes, or file ranges (anything with fileno, position and length) to sendfile.
+Parts = Sequence["bytes | bytearray | Sized"]
+# A handler result: response parts, or None when the request gets no response (acks=0).
+Handler = Callable[["Connection", bytearray], Coroutine[Any, Any, "Parts | None"]]
+
+
+class Connection(asyncio.BufferedProtocol):
+    def __init__(self, handler: Handler, max_frame_bytes: int, on_close: Callable[[Connection], None]) -> None:
+        self._handler = handler
+        self._max_frame_bytes = max_frame_bytes
+        self._on_close = on_close
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._filled = 0
+        self._big: bytearray | None = None
+        self._big_filled = 0
+        self._queue: collections.deque[asyncio.Task[Parts | None]] = collections.deque()
+        self._queue_event = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._reading_paused = False
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.closed = False
+        self.muted_until: float = 0.0  # monotonic time before which this connection's responses wait (quotas)
+        self._writer: asyncio.Task[None] | None = None
+        self._sock_fd = -1
+
+    # --- asyncio protocol callbacks -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        self._sock_fd = sock.fileno() if sock is not None else -1
+        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        return memoryview(self._scratch)[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                frame, self._big = self._big, None
+                self._dispatch(frame)
+            return
+        self._filled += nbytes
+        try:
+            self._cut_frames()
+        except MalformedFrameError as exc:
+            self.abort(f"malformed frame: {exc}")
+
+    def _cut_frames(self) -> None:
+        pos = 0
+        buf = self._scratch
+        while self._filled - pos >= 4:
+            size = frame_size(buf[pos : pos + 4], self._max_frame_bytes)
+            start = pos + 4
+            if self._filled - start >= size:
+                self._dispatch(buf[start : start + size])
+                pos = start + size
+                if self.closed:
+                    return
+                continue
+            if size > SCRATCH_BYTES - 4:
+                # Large frame: give it its own buffer and let the kernel fill the rest of it.
+                self._big = bytearray(size)
+                have = self._filled - start
+                self._big[:have] = buf[start : self._filled]
+                self._big_filled = have
+                pos = self._filled
+            break
+        if pos:
+            remaining = self._filled - pos
+            buf[:remaining] = buf[pos : self._filled]
+            self._filled = remaining
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for task in self._queue:
+            task.cancel()
+        self._queue.clear()
+        self._queue_event.set()
+        self._writable.set()
+        self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # --- requests and responses ---------------------------------------------------------------
+
+    def _dispatch(self, frame: bytearray) -> None:
+        if self.closed:
+            return
+        task = asyncio.get_running_loop().create_task(self._handler(self, frame))
+        self._queue.append(task)
+        self._queue_event.set()
+        if len(self._queue) >= MAX_PENDING_REQUESTS and not self._reading_paused and self.transport:
+            self.transport.pause_reading()
+            self._reading_paused = True
+
+    def abort(self, reason: str) -> None:
+        """Close this connection only, with a log line saying why."""
+        if self.closed:
+            return
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.closed:
+            if not self._queue:
+                self._queue_event.clear()
+                await self._queue_event.wait()
+                continue
+            task = self._queue[0]
+            try:
+                parts = await task
+            except asyncio.CancelledError:
+                return
+            except Exception as exc:  # a handler bug must not take the broker down
+                log.exception("request handler failed")
+                self.abort(f"internal error: {exc!r}")
+                return
+            self._queue.popleft()
+            if self._reading_paused and len(self._queue) < MAX_PENDING_REQUESTS // 2 and self.transport:
+                self.transport.resume_reading()
+                self._reading_paused = False
+            if parts is None or self.closed:
+                continue
+            delay = self.muted_until - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._send(parts)
+            if self.transport is not None and self.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
+                await self._writable.wait()
+
+    def _send(self, parts: Parts) -> None:
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        for part in parts:
+            if isinstance(part, (bytes, bytearray)):
+                transport.write(part)
+                continue
+            rng = cast(FileRange, part)
+            position, remaining = rng.position, rng.length
+            if transport.get_write_buffer_size() == 0 and self._sock_fd >= 0:
+                # Zero-copy while the socket accepts; whatever it does not take goes through the
+                # transport's buffer so ordering with later parts is kept.
+                while remaining:
+                    try:
+                        sent = os.sendfile(self._sock_fd, rng.fileno, position, remaining)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    except OSError as exc:
+                        self.abort(f"send failed: {exc}")
+                        return
+                    if sent == 0:
+                        break
+                    position += sent
+                    remaining -= sent
+            if remaining:
+                transport.write(os.pread(rng.fileno, remaining, position))
+
+
+def serve_connection_factory(handler: Handler, max_frame_bytes: int, registry: set[Connection]) -> Callable[[], Any]:
+    def factory() -> Connection:
+        conn = Connection(handler, max_frame_bytes, registry.discard)
+        registry.add(conn)
+        return conn
+
+    return factory
