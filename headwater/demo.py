@@ -23,6 +23,10 @@ TOPIC = "demo-events"
 PARTITIONS = 3
 
 
+def _event_numbers(pairs: list[bytes]) -> list[int]:
+    return [int(kv.split(b"event ")[1].split(b":")[0]) for kv in pairs]
+
+
 def run_demo(data_dir: Path | None, messages: int) -> int:
     console = Console(highlight=False)
     own_dir = data_dir is None
@@ -89,20 +93,30 @@ def run_demo(data_dir: Path | None, messages: int) -> int:
         # Same key -> same partition, and within a partition the order is the produce order: so
         # the multiset of (key, value) pairs must match what was sent.
         recv_digest = hashlib.sha256()
-        ordered = sorted((kv for lst in by_partition.values() for kv in lst),
-                         key=lambda kv: int(kv.split(b"event ")[1].split(b":")[0]))
+        ordered = sorted((kv for lst in by_partition.values() for kv in lst), key=lambda kv: _event_numbers([kv])[0])
         for kv in ordered:
             recv_digest.update(kv)
-        ok = got == messages and recv_digest.digest() == sent_digest.digest()
-        console.print(f"5. Everything that was acknowledged was read back intact: [bold]{'yes' if ok else 'NO'}[/]")
+        in_order = all(_event_numbers(lst) == sorted(_event_numbers(lst)) for lst in by_partition.values())
+        ok = got == messages and recv_digest.digest() == sent_digest.digest() and in_order
+        console.print(f"5. Everything that was acknowledged was read back intact and in order: [bold]{'yes' if ok else 'NO'}[/]")
         admin.close()
+
+        broker.stop()
+        broker.start()
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, client_id="headwater-demo")
+        after = consumer.end_offsets(tps)
+        consumer.close()
+        same = after == end
+        ok = ok and same
+        console.print(f"6. Restarted the broker on the same data: log end offsets {'unchanged' if same else 'CHANGED'} "
+                      f"({', '.join(str(after[tp]) for tp in tps)})")
     except Exception as exc:
         console.print(f"[red]demo failed: {exc}[/]")
         console.print(broker.log_tail())
         ok = False
     finally:
         code = broker.stop()
-        console.print(f"6. Broker stopped with SIGTERM (exit code {code}); logs flushed and checkpointed")
+        console.print(f"7. Broker stopped with SIGTERM (exit code {code}); logs flushed and checkpointed")
         if own_dir:
             shutil.rmtree(root, ignore_errors=True)
     console.rule("[bold green]demo passed" if ok else "[bold red]demo failed")

