@@ -8,6 +8,7 @@ shapes of topics and partition states follow Kafka's ZooKeeper znodes (``/broker
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Mapping
@@ -133,14 +134,10 @@ def image_from_json(text: str, controller_id: int, brokers: Mapping[int, BrokerI
 
 def _kafka_uuid(value: uuid.UUID) -> str:
     """Kafka writes UUIDs as URL-safe base64 without padding (22 characters)."""
-    import base64
-
     return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
 
 
 def _parse_kafka_uuid(text: str) -> uuid.UUID:
-    import base64
-
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
