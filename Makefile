@@ -17,7 +17,7 @@ test: system venv lint typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check headwater tests benchmarks examples
+	$(VENV)/bin/ruff check $(wildcard headwater tests benchmarks examples)
 	$(VENV)/bin/lint-imports
 
 typecheck: venv
