@@ -83,15 +83,19 @@ def _engine(
             yield LocalEngine(read_snapshot(source), source)
             return
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+        from pyspark.sql import SparkSession
+
         from headwater.planner.spark_engine import SparkEngine, spark_session
 
         t = time.perf_counter()
-        spark = spark_session(master, spark_conf)
+        existing = SparkSession.getActiveSession()
+        spark = existing if existing is not None else spark_session(master, spark_conf)
         timings["spark_start_s"] = round(time.perf_counter() - t, 3)
         try:
             yield SparkEngine.from_file(spark, source)
         finally:
-            spark.stop()
+            if existing is None:  # a session someone else started (a notebook, a test) stays theirs
+                spark.stop()
     finally:
         if tmp is not None:
             tmp.cleanup()
