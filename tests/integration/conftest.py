@@ -15,7 +15,8 @@ Fixtures (every broker they start is stopped by its PID at teardown, also when t
 ``topic_name`` (function)
     ``topic_name(prefix="t") -> str``: a topic name unique in the test session.
 
-When a test fails, the tail of each of its brokers' logs is printed with the failure report.
+When a test fails, the log tail of every broker it used (from ``broker_factory`` or any fixture
+value that is a ``BrokerProcess``) is printed with the failure report.
 Subfolders (spark/, planner/) have their own conftest.py; fixture names defined there win there.
 """
 
@@ -42,9 +43,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     if report.failed:
         brokers = list(item.stash.get(_BROKERS_KEY, []))
-        shared = getattr(item, "funcargs", {}).get("broker")
-        if isinstance(shared, BrokerProcess):
-            brokers.insert(0, shared)
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, BrokerProcess) and value not in brokers:
+                brokers.append(value)
         for b in brokers:
             report.sections.append((f"broker {b.broker_id} on {b.bootstrap} (pid {b.proc.pid if b.proc else '-'}) log",
                                     b.log_tail(60)))
