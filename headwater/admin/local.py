@@ -19,6 +19,8 @@ from pathlib import Path
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")  # Debian's zookeeper package
+ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")  # its log4j settings
 
 
 def free_port() -> int:
@@ -126,3 +128,81 @@ class BrokerProcess:
         with contextlib.suppress(OSError):
             self.pid_path.unlink()
         return self.proc.returncode
+
+
+def zookeeper_ok(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """ZooKeeper's own health probe: the four-letter word ``ruok`` answered with ``imok``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as s:
+            s.sendall(b"ruok")
+            return s.recv(4) == b"imok"
+    except OSError:
+        return False
+
+
+@dataclass
+class ZooKeeperProcess:
+    """A standalone ZooKeeper server from Debian's package, run as a plain JVM we own by PID."""
+
+    port: int
+    data_dir: Path
+    host: str = "127.0.0.1"
+    heap_mib: int = 256
+    tick_ms: int = 500  # session timeouts are bounded by 2..20 ticks: a short tick allows fast failure detection
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def connect(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.data_dir / "zookeeper.pid"
+
+    def write_config(self) -> Path:
+        (self.data_dir / "zookeeper").mkdir(parents=True, exist_ok=True)
+        cfg = self.data_dir / "zookeeper.cfg"
+        cfg.write_text(
+            f"tickTime={self.tick_ms}\n"
+            f"dataDir={self.data_dir / 'zookeeper'}\n"
+            f"clientPort={self.port}\n"
+            f"clientPortAddress={self.host}\n"
+            "maxClientCnxns=0\n"
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi\n"
+        )
+        return cfg
+
+    def start(self, wait: bool = True) -> ZooKeeperProcess:
+        if not ZOOKEEPER_JAR.exists():
+            raise RuntimeError(f"{ZOOKEEPER_JAR} not found: install Debian's zookeeper package (make installs it)")
+        cfg = self.write_config()
+        with open(self.data_dir / "zookeeper.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    "java", f"-Xmx{self.heap_mib}m", f"-Dzookeeper.log.dir={self.data_dir}",
+                    "-cp", f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
+                    "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
+                ],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        self.pid_path.write_text(f"{self.proc.pid}\n")
+        if wait:
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while not zookeeper_ok(self.host, self.port):
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"ZooKeeper did not start on {self.connect}; see {self.data_dir / 'zookeeper.log'}")
+                time.sleep(0.05)
+        return self
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        with contextlib.suppress(OSError):
+            self.pid_path.unlink()
