@@ -20,6 +20,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -292,3 +300,59 @@ class RawConnection:
         except TimeoutError:
             return False
         return False
+
+
+# --- raw produce (idempotent batches built with kafka-python's record builder) -----------------------
+
+
+def init_producer_id(conn: RawConnection) -> tuple[int, int]:
+    version = 4
+    resp = conn.request(
+        InitProducerIdRequest(version=version, transactional_id=None, transaction_timeout_ms=60_000,
+                              producer_id=-1, producer_epoch=-1),
+        InitProducerIdResponse, version,
+    )
+    assert resp.error_code == 0, f"InitProducerId error {resp.error_code}"
+    return resp.producer_id, resp.producer_epoch
+
+
+def build_batch(records: list[tuple[bytes | None, bytes, int]], producer_id: int = -1, producer_epoch: int = -1,
+                base_sequence: int = -1, compression: int = 0) -> bytes:
+    """A RecordBatch v2 of (key, value, timestamp) records, offsets 0.. relative to the batch."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=False,
+                                        producer_id=producer_id, producer_epoch=producer_epoch,
+                                        base_sequence=base_sequence, batch_size=16 * 1024 * 1024)
+    for i, (key, value, ts) in enumerate(records):
+        builder.append(i, timestamp=ts, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+PRODUCE_VERSION = 9
+
+
+def produce_request(topic: str, partition: int, batch: bytes, acks: int = -1) -> Any:
+    topic_cls = ProduceRequest.TopicProduceData
+    return ProduceRequest(
+        version=PRODUCE_VERSION, transactional_id=None, acks=acks, timeout_ms=10_000,
+        topic_data=[topic_cls(name=topic, partition_data=[topic_cls.PartitionProduceData(index=partition,
+                                                                                         records=batch)])],
+    )
+
+
+def decode_produce_response(frame: bytes) -> tuple[int, int]:
+    """(error_code, base_offset) of the single partition in a ProduceResponse frame."""
+    resp = ProduceResponse.decode(frame, version=PRODUCE_VERSION, header=True)
+    (t,) = resp.responses
+    (p,) = t.partition_responses
+    return p.error_code, p.base_offset
+
+
+def list_offset(conn: RawConnection, topic: str, partition: int, timestamp: int) -> tuple[int, int, int]:
+    """(error_code, offset, timestamp) from ListOffsets v7 for one partition."""
+    t_cls = ListOffsetsRequest.ListOffsetsTopic
+    req = ListOffsetsRequest(version=7, replica_id=-1, isolation_level=0, topics=[
+        t_cls(name=topic, partitions=[t_cls.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1,
+                                                                  timestamp=timestamp)])])
+    resp = conn.request(req, ListOffsetsResponse, 7)
+    (p,) = resp.topics[0].partitions
+    return p.error_code, p.offset, p.timestamp
