@@ -45,7 +45,7 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> l
     if min_partitions is None or len(nonempty) >= min_partitions:
         return nonempty
     total = sum(r.size for r in nonempty)
-    pieces = [max(1, r.size * min_partitions // total) for r in nonempty]
+    pieces = [min(r.size, max(1, r.size * min_partitions // total)) for r in nonempty]
     # Rounding down can leave us short: give the extra pieces to the ranges with the most
     # offsets per piece, one at a time, so the pieces stay as even as possible.
     while sum(pieces) < min_partitions:
