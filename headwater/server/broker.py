@@ -138,12 +138,16 @@ class Broker:
         self._housekeeping_task = loop.create_task(self._housekeeping())
 
     async def _housekeeping(self) -> None:
-        last_checkpoint = time.monotonic()
+        last_checkpoint = last_retention = time.monotonic()
+        retention_check_s = int(self.config.props.get("log.retention.check.interval.ms", 300_000)) / 1000
         while not self._stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), TICK_INTERVAL_S)
             try:
-                self.logs.tick(_now_ms())
+                retention_due = time.monotonic() - last_retention >= retention_check_s
+                if retention_due:
+                    last_retention = time.monotonic()
+                self.logs.tick(_now_ms(), enforce_retention=retention_due)
                 if time.monotonic() - last_checkpoint >= CHECKPOINT_INTERVAL_S:
                     self.logs.checkpoint()
                     last_checkpoint = time.monotonic()
@@ -192,7 +196,10 @@ class Broker:
         except (ValueError, MalformedFrameError) as exc:
             conn.abort(str(exc))
             return None
-        handler = self._handlers[request.spec.key]
+        handler = self._handlers.get(request.spec.key)
+        if handler is None:  # an API we decode but do not serve yet (the inter-broker ones)
+            conn.abort(f"no handler for {request.spec.key.name} v{request.version} (correlation id {request.correlation_id})")
+            return None
         result = handler(request)
         if asyncio.iscoroutine(result):
             result = await result

@@ -195,11 +195,16 @@ class LogManager:
             except OSError as exc:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"checkpointing {log_dir}: {exc}") from exc
 
-    def tick(self, now_ms: int) -> None:
-        """Retention, and removal of files whose delete delay has passed. Cheap when idle."""
+    def tick(self, now_ms: int, *, enforce_retention: bool = True) -> None:
+        """Retention (when asked), and removal of files whose delete delay has passed. Cheap when idle.
+
+        The broker asks for retention only every ``log.retention.check.interval.ms``, as Kafka
+        does, so records produced with old timestamps are not deleted the moment they arrive.
+        """
         for plog in self._logs.values():
             try:
-                plog.enforce_retention(now_ms)
+                if enforce_retention:
+                    plog.enforce_retention(now_ms)
                 plog.delete_expired_files(now_ms)
             except (KafkaError, OSError):
                 # One failing partition must not stop retention for the others; it is retried next tick.
