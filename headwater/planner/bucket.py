@@ -35,6 +35,11 @@ from headwater.planner.errors import PlannerError
 from headwater.planner.model import NO_BROKER, BoolArray, FloatArray, IntArray
 from headwater.planner.snapshot import plan_cols
 
+# How much one step of topic spread weighs against one (squared, mean-size normalised) byte deviation.
+TOPIC_WEIGHT = 2.0
+# Destinations scored jointly with the replica for each count move (the neediest ones first).
+SINKS_CONSIDERED = 1
+
 
 @dataclass(frozen=True)
 class BucketContext:
@@ -120,6 +125,8 @@ class _ReplicaPlanner:
         self.tc = np.zeros((t_n, b_n), dtype=dtype)
         p_idx, col = np.nonzero(self.reps >= 0)
         np.add.at(self.tc, (self.topic_idx[p_idx], self.reps[p_idx, col]), 1)
+        holders = max(int(ctx.holds.sum()), 1)
+        self.topic_mean = self.tc.sum(axis=1).astype(np.float64) / holders
         self.movable: BoolArray = ~topic_mask(frame["topic"], ctx.exclude_topics)
         self.cnt = np.bincount(self.reps[self.reps >= 0], minlength=b_n).astype(np.int64)
         self.bytes = np.zeros(b_n, dtype=np.float64)
@@ -168,9 +175,14 @@ class _ReplicaPlanner:
         if len(cand) == 0:
             return NO_BROKER
         deficit = self.target[cand] - self.cnt[cand]
-        topic = self.tc[self.topic_idx[row], cand].astype(np.int64)
-        byte_def = self.byte_target[cand] - self.bytes[cand]
-        order = np.lexsort((cand, -byte_def, -deficit, topic, ~(deficit > 0)))
+        t = self.topic_idx[row]
+        topic = np.clip(self.tc[t, cand] - self.topic_mean[t] + 0.5, -1.0, 3.0)
+        # As for count moves: the size this broker ideally receives next is its byte deficit spread
+        # over the replicas it still needs.
+        ideal = (self.byte_target[cand] - self.bytes[cand]) / np.maximum(deficit, 1)
+        byte_cost = np.minimum((float(self.size[row]) - ideal) ** 2 / (2.0 * self.mean_size**2), 4.0)
+        score = TOPIC_WEIGHT * topic + byte_cost
+        order = np.lexsort((cand, -deficit, score, ~(deficit > 0)))
         return int(cand[order[0]])
 
     # ---- mutation ---------------------------------------------------------------------------------
@@ -240,15 +252,22 @@ class _ReplicaPlanner:
         holds = self.ctx.holds
         reps = self.reps
         # Replicas on brokers that must end empty.
+        placed: list[tuple[int, int, int]] = []  # (row, col, original broker) of evacuated replicas
         bad_rows, bad_cols = np.nonzero((reps >= 0) & ~holds[np.maximum(reps, 0)])
-        for row, col in zip(bad_rows.tolist(), bad_cols.tolist(), strict=True):
+        # Largest first, so the big replicas find room while every destination still has a deficit.
+        order = np.argsort(-self.size[bad_rows], kind="stable")
+        for row, col in zip(bad_rows[order].tolist(), bad_cols[order].tolist(), strict=True):
             if not self.movable[row]:
                 raise PlannerError(
                     f"{self._name(row)} has a replica on removed or dead broker "
                     f"{int(self.ctx.broker_ids[reps[row, col]])} but its topic is excluded from moves"
                 )
             src = int(reps[row, col])
-            self._replace(row, col, self._place_or_fail(row, src, self.ctx.forced_dest))
+            dest = self._place_or_fail(row, src, self.ctx.forced_dest)
+            if self.target[dest] - self.cnt[dest] <= 0:
+                dest = self._reroute(row, src, dest, placed)
+            self._replace(row, col, dest)
+            placed.append((row, col, src))
         # Rack violations already present in the snapshot.
         rack = self.ctx.rack
         racks = np.where(reps >= 0, rack[np.maximum(reps, 0)], -1)
@@ -286,12 +305,49 @@ class _ReplicaPlanner:
                         "can move off it without breaking another limit or the rack rule"
                     )
 
-    def balance_counts(self) -> None:
-        dest_ok = self.ctx.balance_dest
+    def _reroute(self, row: int, src: int, fallback: int, placed: list[tuple[int, int, int]]) -> int:
+        """Racks leave no broker below target for this replica: free one up instead (augmenting path).
+
+        Look for an evacuated replica already placed on a broker this one may use, which could itself
+        go to a broker that is still below target; move that one on and take its place. The total
+        stays one move per evacuated replica, where the fallback would cost a second move later.
+        """
+        limit = len(placed)
+        for i in range(limit - 1, -1, -1):
+            r2, c2, src2 = placed[i]
+            c = int(self.reps[r2, c2])
+            if c == fallback or not self._fits(np.array([row]), c, src)[0]:
+                continue
+            if (
+                self.size[row] > self.size[r2]
+                and self.bytes[c] + self.size[row] - self.size[r2] > self.limit[c]
+            ):
+                continue
+            d = self._dest_for(r2, c, self.ctx.forced_dest)
+            if d == NO_BROKER or self.target[d] - self.cnt[d] <= 0:
+                continue
+            self._replace(r2, c2, d)
+            self.moves -= 1  # r2 still counts as one move off its original broker
+            placed[i] = (r2, c2, src2)
+            return c
+        return fallback
+
+    def balance_counts(self, ceiling: IntArray | None = None) -> None:
+        """Move replicas from brokers above target to brokers below.
+
+        With ``ceiling``, only what a broker holds above max(target, ceiling) is moved: the goals that
+        only evacuate use it to undo the overflow of forced moves that racks sent to a full broker,
+        without rebalancing anything else.
+        """
+        dest_ok = self.ctx.balance_dest if ceiling is None else self.ctx.forced_dest
         stuck = np.zeros(self.b_n, dtype=bool)
         ids = np.arange(self.b_n)
         while True:
             surplus = self.cnt - self.target
+            if ceiling is not None:
+                surplus = np.where(
+                    surplus > 0, np.maximum(self.cnt - np.maximum(self.target, ceiling), 0), surplus
+                )
             src_mask = (surplus > 0) & ~stuck
             sinks = np.nonzero((surplus < 0) & dest_ok)[0]
             if not src_mask.any() or len(sinks) == 0:
@@ -306,19 +362,28 @@ class _ReplicaPlanner:
                 continue
             deficit = self.byte_target[sinks] - self.bytes[sinks]
             sink_order = sinks[np.lexsort((sinks, -deficit, surplus[sinks]))]
-            moved = False
+            # Score the replica and the destination together over the few neediest sinks that can
+            # take something from a: the best pairing for topic spread and bytes is often not the
+            # single neediest sink.
+            best: tuple[float, int, int] | None = None
+            tried = 0
             for b in sink_order.tolist():
+                if tried >= SINKS_CONSIDERED and best is not None:
+                    break
                 ok = self._fits(rows, b, a)
                 if not ok.any():
                     continue
-                cand = rows[ok]
-                self._move_best(cand, a, b)
-                moved = True
-                break
-            if not moved:
+                tried += 1
+                score, row = self._best_replica(rows[ok], a, b)
+                if best is None or score > best[0] + 1e-12:
+                    best = (score, row, b)
+            if best is None:
                 stuck[a] = True
+                continue
+            _, row, b = best
+            self._replace(row, int(np.nonzero(self.reps[row] == a)[0][0]), b)
 
-    def _move_best(self, cand: IntArray, a: int, b: int) -> None:
+    def _best_replica(self, cand: IntArray, a: int, b: int) -> tuple[float, int]:
         s = self.size[cand].astype(np.float64)
         # The ideal size for this move on each side: what the broker must still shed (or gain) in
         # bytes, spread over the replicas it must still shed (or gain). Squared error, so a move
@@ -329,12 +394,15 @@ class _ReplicaPlanner:
         ideal_b = (self.byte_target[b] - self.bytes[b]) / left_b
         byte_cost = ((s - ideal_a) ** 2 + (s - ideal_b) ** 2) / (2.0 * self.mean_size**2)
         t = self.topic_idx[cand]
-        gain = np.clip(self.tc[t, a].astype(np.int64) - self.tc[t, b].astype(np.int64) - 1, -2, 1)
+        # Topic spread is max - min per topic, so judge each side against the topic's mean: a move
+        # helps when a holds more than its share of the topic and b less; it hurts when it pushes
+        # a below (or b above) the mean, even if the pair's difference shrinks.
+        mean = self.topic_mean[t]
+        gain = np.clip(self.tc[t, a] - mean - 0.5, -2.0, 1.0) + np.clip(mean - self.tc[t, b] - 0.5, -2.0, 1.0)
         leader = (self.reps[cand, 0] == a).astype(np.float64)
-        score = gain - byte_cost - 0.05 * leader
-        row = int(cand[int(np.argmax(score))])
-        col = int(np.nonzero(self.reps[row] == a)[0][0])
-        self._replace(row, col, b)
+        score = TOPIC_WEIGHT * gain - np.minimum(byte_cost, 4.0) - 0.05 * leader
+        i = int(np.argmax(score))
+        return float(score[i]), int(cand[i])
 
     def swap_bytes(self) -> None:
         band = self.ctx.band
@@ -424,8 +492,11 @@ class _ReplicaPlanner:
 def plan_replicas(frame: pd.DataFrame, ctx: BucketContext, bucket: int) -> pd.DataFrame:
     planner = _ReplicaPlanner(sort_frame(frame), ctx, bucket)
     planner.change_rf()
+    before = planner.cnt.copy()
     planner.forced()
-    if ctx.count_moves:
+    if not ctx.count_moves:
+        planner.balance_counts(ceiling=before)
+    else:
         planner.balance_counts()
         if ctx.byte_swaps:
             planner.swap_bytes()
