@@ -51,6 +51,18 @@ from kafka.protocol.producer import (
 
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.protocol.frame import parse_request_header, response_header
+from headwater.protocol.interbroker import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
 
 
 class ApiKey(IntEnum):
@@ -58,6 +70,10 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     DELETE_RECORDS = 21
     OFFSET_FOR_LEADER_EPOCH = 23
     INIT_PRODUCER_ID = 22
@@ -69,6 +85,7 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
 
 
@@ -107,6 +124,13 @@ API_SPECS: dict[int, ApiSpec] = {
         _spec(ApiKey.CREATE_PARTITIONS, 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
         _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
         _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterRequest, DescribeClusterResponse),
+        # Inter-broker (ZooKeeper mode), advertised like a Kafka 3.4+ ZK broker does. ControlledShutdown
+        # starts at v1: v0's request header has no client id, which decode_request does not parse.
+        _spec(ApiKey.LEADER_AND_ISR, 0, 7, LeaderAndIsrRequest, LeaderAndIsrResponse),
+        _spec(ApiKey.STOP_REPLICA, 0, 4, StopReplicaRequest, StopReplicaResponse),
+        _spec(ApiKey.UPDATE_METADATA, 0, 8, UpdateMetadataRequest, UpdateMetadataResponse),
+        _spec(ApiKey.CONTROLLED_SHUTDOWN, 1, 3, ControlledShutdownRequest, ControlledShutdownResponse),
+        _spec(ApiKey.ALTER_PARTITION, 0, 3, AlterPartitionRequest, AlterPartitionResponse),
     )
 }
 
