@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from headwater.admin.topics import topics
 from headwater.server.config import ConfigError, load_config
 
 
@@ -45,6 +46,9 @@ def demo(data_dir: Path | None, messages: int) -> None:
     from headwater.demo import run_demo
 
     sys.exit(run_demo(data_dir, messages))
+
+
+main.add_command(topics, "topics")
 
 
 def _add_optional_commands() -> None:
