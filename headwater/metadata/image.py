@@ -8,12 +8,13 @@ shapes of topics and partition states follow Kafka's ZooKeeper znodes (``/broker
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from headwater.metadata import zk
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,26 +73,17 @@ class ClusterImage:
 
 def topic_assignment_json(topic: TopicImage) -> dict[str, Any]:
     """``/brokers/topics/<topic>`` (version 3: with topic id and adding/removing replicas)."""
-    return {
-        "version": 3,
-        "topic_id": _kafka_uuid(topic.topic_id),
-        "partitions": {str(p): list(s.replicas) for p, s in sorted(topic.partitions.items())},
-        "adding_replicas": {str(p): list(s.adding_replicas) for p, s in sorted(topic.partitions.items()) if s.adding_replicas},
-        "removing_replicas": {
-            str(p): list(s.removing_replicas) for p, s in sorted(topic.partitions.items()) if s.removing_replicas
-        },
-    }
+    return zk.topic_json(zk.TopicAssignment(
+        partitions={p: s.replicas for p, s in topic.partitions.items()},
+        topic_id=topic.topic_id,
+        adding_replicas={p: s.adding_replicas for p, s in topic.partitions.items()},
+        removing_replicas={p: s.removing_replicas for p, s in topic.partitions.items()},
+    ))
 
 
 def partition_state_json(state: PartitionState, controller_epoch: int) -> dict[str, Any]:
     """``/brokers/topics/<t>/partitions/<p>/state``."""
-    return {
-        "controller_epoch": controller_epoch,
-        "leader": state.leader,
-        "version": 1,
-        "leader_epoch": state.leader_epoch,
-        "isr": list(state.isr),
-    }
+    return zk.partition_state_json(zk.PartitionStateZNode(state.leader, state.leader_epoch, state.isr, controller_epoch))
 
 
 def image_to_json(image: ClusterImage) -> str:
@@ -132,13 +124,8 @@ def image_from_json(text: str, controller_id: int, brokers: Mapping[int, BrokerI
     return ClusterImage(doc["cluster_id"], controller_id, brokers, topics, doc.get("next_producer_id", 0))
 
 
-def _kafka_uuid(value: uuid.UUID) -> str:
-    """Kafka writes UUIDs as URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
-
-
-def _parse_kafka_uuid(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+_kafka_uuid = zk.kafka_uuid
+_parse_kafka_uuid = zk.parse_kafka_uuid
 
 
 def new_cluster_id() -> str:
