@@ -13,7 +13,9 @@ it builds the client APIs. The classes behave like every other kafka-python mess
 Field keywords are the snake_case forms of the schema names (``isKRaftController`` becomes
 ``is_k_raft_controller``); nested structs are attributes of the class
 (``LeaderAndIsrRequest.LeaderAndIsrTopicState``, ``AlterPartitionRequest.TopicData.PartitionData``).
-Tagged fields (only UpdateMetadata's ``Type``) are written only when passed explicitly.
+Tagged fields (only UpdateMetadata's ``Type``) are written only when passed explicitly. A decoded
+message re-encodes with ``msg.encode()`` (it keeps its version); kafka-python's
+``encode(version=...)`` needs a message built by its constructor.
 
 The builder helpers below fill the fields a ZooKeeper-mode controller sets for the version it
 sends, so callers do not have to know which fields exist in which version.
