@@ -1,0 +1,123 @@
+"""Replication throttles: a byte-rate limiter and the throttled-replicas topic config.
+
+Kafka throttles replication traffic of chosen partitions (``leader.replication.throttled.replicas``
+and ``follower.replication.throttled.replicas`` per topic) to a broker-wide rate
+(``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate``, bytes per second).
+Rules, from ``ReplicationQuotaManager`` and ``ReplicaManager.shouldLeaderThrottle``:
+- Only replicas that are not in sync are throttled: the leader serves an empty answer to a throttled
+  partition of a follower outside the ISR while the quota is exceeded; the follower leaves a throttled
+  partition out of its fetch while it lags and the quota is exceeded.
+- Bytes of throttled partitions are recorded after they are sent or received, so the rate may overshoot
+  by one response; the limiter then refuses until it has paid the debt back.
+- The config lists ``partition:broker`` pairs or ``*``; a broker throttles the partitions paired with
+  its own id (``ConfigHandler.parseThrottledPartitions``). An empty value throttles nothing.
+
+``ByteRateLimiter`` is a token bucket: it refills at ``rate_bytes_per_s`` up to ``burst_bytes``
+(one second's worth by default, Kafka's window size), and the quota is exceeded while it is in debt.
+It reads no clock; every call takes ``now_ms``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_PAIR = re.compile(r"([0-9]+):([0-9]+)")
+
+
+class ByteRateLimiter:
+    def __init__(self, rate_bytes_per_s: float, now_ms: int, burst_bytes: float | None = None) -> None:
+        if rate_bytes_per_s <= 0:
+            raise ValueError(f"rate must be positive, got {rate_bytes_per_s}")
+        self.rate_bytes_per_s = float(rate_bytes_per_s)
+        self.burst_bytes = float(burst_bytes) if burst_bytes is not None else self.rate_bytes_per_s
+        self._tokens = self.burst_bytes
+        self._updated_ms = now_ms
+
+    def _refill(self, now_ms: int) -> None:
+        if now_ms > self._updated_ms:
+            gained = (now_ms - self._updated_ms) * self.rate_bytes_per_s / 1000.0
+            self._tokens = min(self.burst_bytes, self._tokens + gained)
+            self._updated_ms = now_ms
+
+    def set_rate(self, rate_bytes_per_s: float, now_ms: int) -> None:
+        """A dynamic config change: refill at the old rate up to now, then use the new one."""
+        if rate_bytes_per_s <= 0:
+            raise ValueError(f"rate must be positive, got {rate_bytes_per_s}")
+        self._refill(now_ms)
+        self.rate_bytes_per_s = float(rate_bytes_per_s)
+        self.burst_bytes = self.rate_bytes_per_s
+        self._tokens = min(self._tokens, self.burst_bytes)
+
+    def record(self, size_bytes: int, now_ms: int) -> None:
+        self._refill(now_ms)
+        self._tokens -= size_bytes
+
+    def quota_exceeded(self, now_ms: int) -> bool:
+        self._refill(now_ms)
+        return self._tokens < 0
+
+    def available_bytes(self, now_ms: int) -> int:
+        self._refill(now_ms)
+        return max(0, int(self._tokens))
+
+    def throttle_time_ms(self, now_ms: int) -> int:
+        """How long until the debt is paid back (0 if not exceeded)."""
+        self._refill(now_ms)
+        if self._tokens >= 0:
+            return 0
+        return int(-self._tokens * 1000.0 / self.rate_bytes_per_s) + 1
+
+
+@dataclass(frozen=True)
+class ThrottledPartitions:
+    """The partitions of one topic a broker throttles: all of them, or those listed."""
+
+    all: bool = False
+    partitions: frozenset[int] = frozenset()
+
+    def __contains__(self, partition: object) -> bool:
+        return self.all or partition in self.partitions
+
+
+NO_THROTTLE = ThrottledPartitions()
+
+
+def parse_throttled_replicas(value: str, broker_id: int) -> ThrottledPartitions:
+    """Parse ``"p:b,p:b"`` / ``"*"`` / ``""`` into what ``broker_id`` throttles. Raises ValueError."""
+    value = value.strip()
+    if value == "":
+        return NO_THROTTLE
+    if value == "*":
+        return ThrottledPartitions(all=True)
+    partitions: set[int] = set()
+    for raw in value.split(","):
+        item = raw.strip()
+        if item == "":
+            continue  # Kafka's validator accepts empty items ("0:1,,1:2")
+        m = _PAIR.fullmatch(item)
+        if m is None:
+            raise ValueError(
+                f"{value!r}: must be '*' or a list of [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+            )
+        if int(m.group(2)) == broker_id:
+            partitions.add(int(m.group(1)))
+    return ThrottledPartitions(partitions=frozenset(partitions))
+
+
+def should_leader_throttle(
+    throttled: ThrottledPartitions, partition: int, replica_in_isr: bool, limiter: ByteRateLimiter | None, now_ms: int
+) -> bool:
+    """Leader side: serve nothing to this out-of-sync follower of a throttled partition for now."""
+    if replica_in_isr or limiter is None or partition not in throttled:
+        return False
+    return limiter.quota_exceeded(now_ms)
+
+
+def should_follower_throttle(
+    throttled: ThrottledPartitions, partition: int, follower_in_sync: bool, limiter: ByteRateLimiter | None, now_ms: int
+) -> bool:
+    """Follower side: leave this lagging throttled partition out of the next fetch for now."""
+    if follower_in_sync or limiter is None or partition not in throttled:
+        return False
+    return limiter.quota_exceeded(now_ms)
