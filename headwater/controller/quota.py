@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 QUOTA_KEY = "controller_mutation_rate"
 DEFAULT_ENTITY = None  # the <default> entity of a type
@@ -91,7 +92,8 @@ class TokenBucket:
             return 0
         if self.rate <= 0:
             return MAX_THROTTLE_MS  # a zero rate admits nothing more, ever
-        return min(MAX_THROTTLE_MS, int(round(-self.tokens / self.rate * 1000)))
+        # Half up, like Java's Math.round (Python's round() would round half to even).
+        return min(MAX_THROTTLE_MS, math.floor(-self.tokens / self.rate * 1000 + 0.5))
 
 
 class MutationQuotas:
@@ -172,3 +174,110 @@ def parse_rate(value: float | str) -> float:
     if math.isnan(rate) or math.isinf(rate) or rate < 0:
         raise ValueError(f"{QUOTA_KEY} must be a non-negative finite number, got {value!r}")
     return rate
+
+
+# --- quota configuration: entities as clients name them -------------------------------------------
+
+USER = "user"
+CLIENT_ID = "client-id"
+SUPPORTED_KEYS = (QUOTA_KEY,)
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+
+
+def parse_entity(components: list[tuple[str, str | None]]) -> Entity:
+    """An entity from (entity_type, name) pairs, a name of None meaning <default>. Raises ValueError."""
+    if not components:
+        raise ValueError("Invalid empty client quota entity")
+    user: str | None = ABSENT
+    client: str | None = ABSENT
+    seen: set[str] = set()
+    for entity_type, name in components:
+        if entity_type in seen:
+            raise ValueError(f"Duplicate {entity_type} in client quota entity")
+        seen.add(entity_type)
+        if name == "":
+            raise ValueError(f"Empty {entity_type} name in client quota entity; use the default entity instead")
+        if entity_type == USER:
+            user = name
+        elif entity_type == CLIENT_ID:
+            client = name
+        else:
+            raise ValueError(f"Unsupported client quota entity type: {entity_type} (supported: {USER}, {CLIENT_ID})")
+    return user, client
+
+
+def entity_components(entity: Entity) -> list[tuple[str, str | None]]:
+    user, client = entity
+    out: list[tuple[str, str | None]] = []
+    if user != ABSENT:
+        out.append((USER, user))
+    if client != ABSENT:
+        out.append((CLIENT_ID, client))
+    return out
+
+
+def entity_matches(entity: Entity, filters: list[tuple[str, int, str | None]], strict: bool) -> bool:
+    """DescribeClientQuotas filtering: each component must match; strict means no other components."""
+    parts = dict(entity_components(entity))
+    for entity_type, match_type, match in filters:
+        if entity_type not in (USER, CLIENT_ID):
+            raise ValueError(f"Unsupported client quota entity type: {entity_type}")
+        if entity_type not in parts:
+            return False
+        value = parts[entity_type]
+        if match_type == MATCH_EXACT and value != match:
+            return False
+        if match_type == MATCH_DEFAULT and value is not DEFAULT_ENTITY:
+            return False
+        if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
+            raise ValueError(f"Unknown match type {match_type}")
+    return not strict or set(parts) == {f[0] for f in filters}
+
+
+def apply_ops(current: Mapping[str, float], ops: list[tuple[str, float, bool]]) -> dict[str, float]:
+    """New key -> value map of one entity after AlterClientQuotas ops. Raises ValueError on bad input."""
+    out = dict(current)
+    keys = [k for k, _v, _r in ops]
+    if len(set(keys)) != len(keys):
+        raise ValueError("Duplicate quota key in the request")
+    for key, value, remove in ops:
+        if key not in SUPPORTED_KEYS:
+            raise ValueError(f"Invalid quota key {key}: supported keys are {', '.join(SUPPORTED_KEYS)}")
+        if remove:
+            out.pop(key, None)
+        else:
+            out[key] = parse_rate(value)
+    return out
+
+
+def entity_path(entity: Entity) -> str:
+    """Kafka's config path of an entity: ``users/<u>``, ``users/<u>/clients/<c>``, ``clients/<c>``.
+
+    Names are URL-encoded as Kafka's ``Sanitizer`` does; ``<default>`` names the default entity.
+    """
+    user, client = entity
+    parts = []
+    if user != ABSENT:
+        parts += ["users", "<default>" if user is DEFAULT_ENTITY else quote(user, safe="")]
+    if client != ABSENT:
+        parts += ["clients", "<default>" if client is DEFAULT_ENTITY else quote(client, safe="")]
+    if not parts:
+        raise ValueError("empty quota entity")
+    return "/".join(parts)
+
+
+def parse_entity_path(path: str) -> Entity:
+    parts = path.strip("/").split("/")
+    user: str | None = ABSENT
+    client: str | None = ABSENT
+    if len(parts) not in (2, 4):
+        raise ValueError(f"bad quota entity path {path!r}")
+    for kind, name in zip(parts[::2], parts[1::2], strict=True):
+        value = DEFAULT_ENTITY if name == "<default>" else unquote(name)
+        if kind == "users" and user == ABSENT and client == ABSENT:
+            user = value
+        elif kind == "clients" and client == ABSENT:
+            client = value
+        else:
+            raise ValueError(f"bad quota entity path {path!r}")
+    return user, client

@@ -14,6 +14,8 @@ from enum import IntEnum
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     CreatePartitionsRequest,
@@ -24,6 +26,8 @@ from kafka.protocol.admin import (
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -85,6 +89,8 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
 
@@ -124,6 +130,8 @@ API_SPECS: dict[int, ApiSpec] = {
         _spec(ApiKey.CREATE_PARTITIONS, 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
         _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
         _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterRequest, DescribeClusterResponse),
+        _spec(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+        _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, AlterClientQuotasRequest, AlterClientQuotasResponse),
         # Inter-broker (ZooKeeper mode), advertised like a Kafka 3.4+ ZK broker does. ControlledShutdown
         # starts at v1: v0's request header has no client id, which decode_request does not parse.
         _spec(ApiKey.LEADER_AND_ISR, 0, 7, LeaderAndIsrRequest, LeaderAndIsrResponse),

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from headwater.controller import quota
 from headwater.controller.topics import plan_create_partitions, plan_create_topic, validate_topic_name
 from headwater.metadata.configs import (
     TOPIC_CONFIGS,
@@ -42,8 +43,8 @@ from headwater.protocol.fetch import FetchPartitionData, FetchTopicData, NodeEnd
 from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.server.config import BrokerConfig
-from headwater.server.connection import Connection, Parts, serve_connection_factory
-from headwater.server.metadata_store import LocalMetadataStore
+from headwater.server.connection import Connection, Reply, serve_connection_factory
+from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
 from headwater.storage import LogConfig, LogManager, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,12 @@ RESOURCE_BROKER = 4
 # IncrementalAlterConfigs operations
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 PRODUCER_ID_BLOCK = 1000
+# Without authentication every client is Kafka's anonymous principal, which user quotas (and the
+# <default> user) apply to.
+ANONYMOUS_USER = "ANONYMOUS"
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."
+# First version of each mutation API that is checked strictly (KIP-599); older ones are throttled.
+STRICT_QUOTA_SINCE = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
 TICK_INTERVAL_S = 1.0
 CHECKPOINT_INTERVAL_S = 5.0
 
@@ -76,6 +83,13 @@ class Broker:
         self.store = LocalMetadataStore(config.log_dirs[0], self.info)
         self.image: ClusterImage = self.store.load()
         self.logs = LogManager(list(config.log_dirs), self._default_log_config(), clock_ms=_now_ms)
+        self.quota_store = LocalQuotaStore(config.log_dirs[0])
+        self.quota_configs: dict[str, dict[str, str]] = self.quota_store.load()
+        self.quotas = quota.MutationQuotas(
+            windows=int(config.props.get("controller.quota.window.num", quota.DEFAULT_WINDOWS)),
+            window_seconds=float(config.props.get("controller.quota.window.size.seconds", quota.DEFAULT_WINDOW_SECONDS)),
+        )
+        self._configure_quotas()
         self._rng = random.Random()
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[Connection] = set()
@@ -99,6 +113,8 @@ class Broker:
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
             ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
             ApiKey.DELETE_RECORDS: self.delete_records,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: self.describe_client_quotas,
+            ApiKey.ALTER_CLIENT_QUOTAS: self.alter_client_quotas,
         }
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -178,7 +194,7 @@ class Broker:
 
     # --- dispatch -------------------------------------------------------------------------------
 
-    async def _handle_frame(self, conn: Connection, frame: bytearray) -> Parts | None:
+    async def _handle_frame(self, conn: Connection, frame: bytearray) -> Reply | None:
         try:
             request = decode_request(frame)
         except KafkaError as exc:
@@ -190,7 +206,7 @@ class Broker:
             if key == ApiKey.API_VERSIONS:
                 # Kafka answers an ApiVersions it cannot parse with v0 and its ranges, so a newer
                 # client can retry with a version both sides know.
-                return [api_versions_unsupported(correlation_id)]
+                return Reply([api_versions_unsupported(correlation_id)])
             conn.abort(f"{exc.message} (correlation id {correlation_id})")
             return None
         except (ValueError, MalformedFrameError) as exc:
@@ -206,8 +222,10 @@ class Broker:
         if result is None:
             return None
         if isinstance(result, list):
-            return result  # already framed parts (fetch)
-        return [encode_response(request, result)]
+            return Reply(result)  # already framed parts (fetch)
+        # A throttled client is muted for as long as its response says, so one that ignores
+        # throttle_time_ms still cannot send faster (KIP-599, KIP-219).
+        return Reply([encode_response(request, result)], mute_ms=getattr(result, "throttle_time_ms", 0) or 0)
 
     # --- helpers --------------------------------------------------------------------------------
 
@@ -252,14 +270,18 @@ class Broker:
             throttle_time_ms=0,
         )
 
-    def _ensure_topics(self, names: list[str], allow_auto_create: bool) -> None:
+    def _request_quota(self, req: Request, strict: bool) -> quota.RequestQuota:
+        return quota.RequestQuota(self.quotas, ANONYMOUS_USER, req.client_id or "", strict, _now_ms())
+
+    def _ensure_topics(self, req: Request, names: list[str], allow_auto_create: bool) -> None:
         if not (allow_auto_create and self.config.auto_create_topics):
             return
+        rq = self._request_quota(req, strict=False)  # auto-creation is always permissive
         for name in names:
             if name in self.image.topics:
                 continue
             try:
-                self._create_topic(name, -1, -1, {}, {})
+                self._create_topic(name, -1, -1, {}, {}, rq=rq)
             except KafkaError as exc:
                 log.info("auto-create of %r refused: %s", name, exc)
 
@@ -280,7 +302,7 @@ class Broker:
                 if name is not None:
                     names.append(name)
             allow = body.allow_auto_topic_creation if req.version >= 4 else True
-            self._ensure_topics(names, allow)
+            self._ensure_topics(req, names, allow)
         topics = []
         for name in names:
             topic = self.image.topics.get(name)
@@ -427,7 +449,7 @@ class Broker:
             topics.append(out)
         return topics, total
 
-    async def fetch(self, req: Request) -> Parts:
+    async def fetch(self, req: Request) -> list[Any]:
         body = req.body
         error = ErrorCode.NONE
         if req.version >= 7 and body.session_id != 0:
@@ -551,6 +573,7 @@ class Broker:
     def _create_topic(
         self, name: str, num_partitions: int, replication_factor: int,
         assignments: dict[int, list[int]], configs: dict[str, str], validate_only: bool = False,
+        *, rq: quota.RequestQuota,
     ) -> TopicImage:
         n = len(self.image.brokers)
         topic = plan_create_topic(
@@ -559,8 +582,12 @@ class Broker:
             default_replication_factor=self.config.default_replication_factor,
             start_index=self._rng.randrange(n), shift=self._rng.randrange(n),
         )
+        # Validation errors come first; a valid request then pays for its partitions (validate_only
+        # requests pay nothing, as in Kafka's ZooKeeper mode).
         if validate_only:
             return topic
+        if not rq.try_consume(len(topic.partitions)):
+            raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
         self._set_image(self.image.with_topic(topic))
         cfg = self._log_config(topic)
         for p, state in topic.partitions.items():
@@ -575,6 +602,7 @@ class Broker:
         result_cls = req.spec.response.CreatableTopicResult
         config_cls = result_cls.CreatableTopicConfigs
         results = []
+        rq = self._request_quota(req, strict=req.version >= STRICT_QUOTA_SINCE[ApiKey.CREATE_TOPICS])
         seen: dict[str, int] = {}
         for t in body.topics:
             seen[t.name] = seen.get(t.name, 0) + 1
@@ -586,7 +614,7 @@ class Broker:
                 assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
                 configs = {c.name: c.value for c in t.configs}
                 topic = self._create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
-                                           validate_only=body.validate_only)
+                                           validate_only=body.validate_only, rq=rq)
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             fields: dict[str, Any] = dict(name=t.name, error_code=code, error_message=message,
@@ -603,14 +631,16 @@ class Broker:
                 else:
                     fields.update(num_partitions=-1, replication_factor=-1, configs=[])
             results.append(result_cls(**fields))
-        return req.response(throttle_time_ms=0, topics=results)
+        return req.response(throttle_time_ms=rq.throttle_ms, topics=results)
 
-    def _delete_topic(self, name: str) -> TopicImage:
+    def _delete_topic(self, name: str, rq: quota.RequestQuota) -> TopicImage:
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        if not rq.try_consume(len(topic.partitions)):
+            raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
         self._set_image(self.image.without_topic(name))
         for p in topic.partitions:
             if self.logs.get(name, p) is not None:
@@ -623,6 +653,7 @@ class Broker:
         body = req.body
         result_cls = req.spec.response.DeletableTopicResult
         results = []
+        rq = self._request_quota(req, strict=req.version >= STRICT_QUOTA_SINCE[ApiKey.DELETE_TOPICS])
         if req.version >= 6:
             targets = [(t.name, t.topic_id) for t in body.topics]
         else:
@@ -635,17 +666,18 @@ class Broker:
                     if found is None:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
                     name = found.name
-                topic = self._delete_topic(name)
+                topic = self._delete_topic(name, rq)
                 topic_id = topic.topic_id
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             results.append(result_cls(name=name, topic_id=topic_id, error_code=code, error_message=message))
-        return req.response(throttle_time_ms=0, responses=results)
+        return req.response(throttle_time_ms=rq.throttle_ms, responses=results)
 
     def create_partitions(self, req: Request) -> Any:
         body = req.body
         result_cls = req.spec.response.CreatePartitionsTopicResult
         results = []
+        rq = self._request_quota(req, strict=req.version >= STRICT_QUOTA_SINCE[ApiKey.CREATE_PARTITIONS])
         for t in body.topics:
             code, message = ErrorCode.NONE, None
             try:
@@ -655,6 +687,8 @@ class Broker:
                                                start_index=self._rng.randrange(n), shift=self._rng.randrange(n))
                 if not body.validate_only:
                     old = set(self.image.topics[t.name].partitions)
+                    if not rq.try_consume(len(topic.partitions) - len(old)):
+                        raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
                     self._set_image(self.image.with_topic(topic))
                     cfg = self._log_config(topic)
                     for p, state in topic.partitions.items():
@@ -663,7 +697,7 @@ class Broker:
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             results.append(result_cls(name=t.name, error_code=code, error_message=message))
-        return req.response(throttle_time_ms=0, results=results)
+        return req.response(throttle_time_ms=rq.throttle_ms, results=results)
 
     def delete_records(self, req: Request) -> Any:
         topic_cls = req.spec.response.DeleteRecordsTopicResult
@@ -796,6 +830,61 @@ class Broker:
             out.append(resp_cls(error_code=code, error_message=message, resource_type=res.resource_type,
                                 resource_name=res.resource_name))
         return req.response(throttle_time_ms=0, responses=out)
+
+    # --- client quotas -----------------------------------------------------------------------------
+
+    def _configure_quotas(self) -> None:
+        rates = {}
+        for path, values in self.quota_configs.items():
+            if quota.QUOTA_KEY in values:
+                rates[quota.parse_entity_path(path)] = float(values[quota.QUOTA_KEY])
+        self.quotas.configure(rates)
+
+    def describe_client_quotas(self, req: Request) -> Any:
+        entry_cls = req.spec.response.EntryData
+        entity_cls = entry_cls.EntityData
+        value_cls = entry_cls.ValueData
+        filters = [(c.entity_type, c.match_type, c.match) for c in req.body.components]
+        entries = []
+        try:
+            for path, values in sorted(self.quota_configs.items()):
+                entity = quota.parse_entity_path(path)
+                if not values or not quota.entity_matches(entity, filters, req.body.strict):
+                    continue
+                entries.append(entry_cls(
+                    entity=[entity_cls(entity_type=t, entity_name=n) for t, n in quota.entity_components(entity)],
+                    values=[value_cls(key=k, value=float(v)) for k, v in sorted(values.items())],
+                ))
+        except ValueError as exc:
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), entries=None)
+        return req.response(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
+
+    def alter_client_quotas(self, req: Request) -> Any:
+        entry_cls = req.spec.response.EntryData
+        entity_cls = entry_cls.EntityData
+        updated = dict(self.quota_configs)
+        out = []
+        for entry in req.body.entries:
+            code, message = ErrorCode.NONE, None
+            try:
+                entity = quota.parse_entity([(e.entity_type, e.entity_name) for e in entry.entity])
+                path = quota.entity_path(entity)
+                current = {k: float(v) for k, v in updated.get(path, {}).items()}
+                new = quota.apply_ops(current, [(o.key, o.value, o.remove) for o in entry.ops])
+                if new:
+                    updated[path] = {k: repr(v) for k, v in new.items()}
+                else:
+                    updated.pop(path, None)
+            except ValueError as exc:
+                code, message = ErrorCode.INVALID_REQUEST, str(exc)
+            out.append(entry_cls(error_code=code, error_message=message, entity=[
+                entity_cls(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity]))
+        # Entries are independent, but a failed one changes nothing: only valid entries were folded in.
+        if not req.body.validate_only and updated != self.quota_configs:
+            self.quota_store.save(updated)
+            self.quota_configs = updated
+            self._configure_quotas()
+        return req.response(throttle_time_ms=0, entries=out)
 
     # --- DescribeLogDirs --------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import logging
 import os
 import struct
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from headwater.protocol.frame import MalformedFrameError, frame_size
@@ -41,8 +42,18 @@ class Sized(Protocol):
 
 # Response parts: bytes, or file ranges (anything with fileno, position and length) to sendfile.
 Parts = Sequence["bytes | bytearray | Sized"]
-# A handler result: response parts, or None when the request gets no response (acks=0).
-Handler = Callable[["Connection", bytearray], Coroutine[Any, Any, "Parts | None"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response, and how long to stop reading this connection after sending it (quota throttling)."""
+
+    parts: Parts
+    mute_ms: int = 0
+
+
+# A handler result: a reply, or None when the request gets no response (acks=0).
+Handler = Callable[["Connection", bytearray], Coroutine[Any, Any, "Reply | None"]]
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -54,15 +65,15 @@ class Connection(asyncio.BufferedProtocol):
         self._filled = 0
         self._big: bytearray | None = None
         self._big_filled = 0
-        self._queue: collections.deque[asyncio.Task[Parts | None]] = collections.deque()
+        self._queue: collections.deque[asyncio.Task[Reply | None]] = collections.deque()
         self._queue_event = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
-        self._reading_paused = False
+        self._reading_paused = False  # too many requests in flight
+        self._muted = False  # a quota throttle is being served
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.closed = False
-        self.muted_until: float = 0.0  # monotonic time before which this connection's responses wait (quotas)
         self._writer: asyncio.Task[None] | None = None
         self._sock_fd = -1
 
@@ -146,9 +157,28 @@ class Connection(asyncio.BufferedProtocol):
         task = asyncio.get_running_loop().create_task(self._handler(self, frame))
         self._queue.append(task)
         self._queue_event.set()
-        if len(self._queue) >= MAX_PENDING_REQUESTS and not self._reading_paused and self.transport:
-            self.transport.pause_reading()
+        if len(self._queue) >= MAX_PENDING_REQUESTS and not self._reading_paused:
             self._reading_paused = True
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        if self._reading_paused or self._muted:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
+    def _mute(self, mute_ms: int) -> None:
+        """Kafka's channel muting: after a throttled response, read nothing more from this client for a while."""
+        self._muted = True
+        self._update_reading()
+
+        def unmute() -> None:
+            self._muted = False
+            self._update_reading()
+
+        asyncio.get_running_loop().call_later(mute_ms / 1000, unmute)
 
     def abort(self, reason: str) -> None:
         """Close this connection only, with a log line saying why."""
@@ -160,7 +190,6 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.abort()
 
     async def _write_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while not self.closed:
             if not self._queue:
                 self._queue_event.clear()
@@ -168,7 +197,7 @@ class Connection(asyncio.BufferedProtocol):
                 continue
             task = self._queue[0]
             try:
-                parts = await task
+                reply = await task
             except asyncio.CancelledError:
                 return
             except Exception as exc:  # a handler bug must not take the broker down
@@ -176,15 +205,14 @@ class Connection(asyncio.BufferedProtocol):
                 self.abort(f"internal error: {exc!r}")
                 return
             self._queue.popleft()
-            if self._reading_paused and len(self._queue) < MAX_PENDING_REQUESTS // 2 and self.transport:
-                self.transport.resume_reading()
+            if self._reading_paused and len(self._queue) < MAX_PENDING_REQUESTS // 2:
                 self._reading_paused = False
-            if parts is None or self.closed:
+                self._update_reading()
+            if reply is None or self.closed:
                 continue
-            delay = self.muted_until - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self._send(parts)
+            self._send(reply.parts)
+            if reply.mute_ms > 0:
+                self._mute(reply.mute_ms)
             if self.transport is not None and self.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
                 await self._writable.wait()
 

@@ -6,6 +6,7 @@ image and hands it new images; it does not care where they live.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -28,14 +29,41 @@ class LocalMetadataStore:
         return image
 
     def save(self, image: ClusterImage) -> None:
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(image_to_json(image))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        fd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _atomic_write(self._path, image_to_json(image))
+
+
+QUOTAS_FILE_NAME = "headwater-quotas.json"
+
+
+class LocalQuotaStore:
+    """Client quotas of a single broker: ``{"users/<u>/clients/<c>": {"controller_mutation_rate": "5"}}``.
+
+    The keys are the paths of Kafka's ``/config`` znodes, so the ZooKeeper store holds the same
+    documents under the same names.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / QUOTAS_FILE_NAME
+
+    def load(self) -> dict[str, dict[str, str]]:
+        if not self._path.exists():
+            return {}
+        doc = json.loads(self._path.read_text())
+        return {str(k): {str(kk): str(vv) for kk, vv in v.items()} for k, v in doc.items()}
+
+    def save(self, quotas: dict[str, dict[str, str]]) -> None:
+        _atomic_write(self._path, json.dumps(quotas, indent=1, sort_keys=True))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -134,3 +134,50 @@ def test_bad_rates(bad: object) -> None:
 
 def test_good_rate() -> None:
     assert parse_rate("2.5") == 2.5
+
+
+def test_parse_entity() -> None:
+    from headwater.controller.quota import parse_entity
+
+    assert parse_entity([("user", "alice"), ("client-id", None)]) == ("alice", DEFAULT_ENTITY)
+    assert parse_entity([("client-id", "app")]) == (ABSENT, "app")
+    for bad in ([], [("ip", "1.2.3.4")], [("user", "a"), ("user", "b")], [("user", "")]):
+        with pytest.raises(ValueError):
+            parse_entity(bad)  # type: ignore[arg-type]
+
+
+def test_entity_matches_filters() -> None:
+    from headwater.controller.quota import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT, entity_matches
+
+    assert entity_matches(("alice", "app"), [("user", MATCH_EXACT, "alice")], strict=False)
+    assert not entity_matches(("alice", "app"), [("user", MATCH_EXACT, "alice")], strict=True)
+    assert entity_matches((DEFAULT_ENTITY, ABSENT), [("user", MATCH_DEFAULT, None)], strict=True)
+    assert not entity_matches(("alice", ABSENT), [("user", MATCH_DEFAULT, None)], strict=True)
+    assert entity_matches(("bob", ABSENT), [("user", MATCH_ANY, None)], strict=True)
+    assert not entity_matches((ABSENT, "app"), [("user", MATCH_ANY, None)], strict=False)
+
+
+def test_apply_ops() -> None:
+    from headwater.controller.quota import QUOTA_KEY, apply_ops
+
+    assert apply_ops({}, [(QUOTA_KEY, 5.0, False)]) == {QUOTA_KEY: 5.0}
+    assert apply_ops({QUOTA_KEY: 5.0}, [(QUOTA_KEY, 0.0, True)]) == {}
+    for ops in ([("producer_byte_rate", 1.0, False)], [(QUOTA_KEY, -1.0, False)], [(QUOTA_KEY, 1.0, False)] * 2):
+        with pytest.raises(ValueError):
+            apply_ops({}, ops)
+
+
+@pytest.mark.parametrize(
+    ("entity", "path"),
+    [
+        (("alice", ABSENT), "users/alice"),
+        (("a/b c", "app"), "users/a%2Fb%20c/clients/app"),
+        ((DEFAULT_ENTITY, DEFAULT_ENTITY), "users/<default>/clients/<default>"),
+        ((ABSENT, DEFAULT_ENTITY), "clients/<default>"),
+    ],
+)
+def test_entity_paths(entity: tuple[str | None, str | None], path: str) -> None:
+    from headwater.controller.quota import entity_path, parse_entity_path
+
+    assert entity_path(entity) == path
+    assert parse_entity_path(path) == entity

@@ -1,0 +1,190 @@
+"""``headwater configs``: kafka-configs.sh for topics, brokers and client quotas (users, clients)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    DescribeClientQuotasRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
+
+from headwater.admin.client import AdminClient, AdminError
+from headwater.protocol.errors import ErrorCode
+
+RESOURCE_TYPES = {"topics": 2, "brokers": 4}
+QUOTA_TYPES = {"users": "user", "clients": "client-id"}
+OP_SET, OP_DELETE = 0, 1
+MATCH_EXACT, MATCH_DEFAULT = 0, 1
+
+
+def _split_configs(text: str) -> dict[str, str]:
+    """kafka-configs' --add-config: k=v pairs separated by commas; [a,b] keeps commas inside a value."""
+    out: dict[str, str] = {}
+    depth = 0
+    item = ""
+    items = []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(item)
+            item = ""
+        else:
+            item += ch
+    items.append(item)
+    for it in items:
+        if not it.strip():
+            continue
+        if "=" not in it:
+            raise click.BadParameter(f"{it!r} is not key=value", param_hint="--add-config")
+        key, value = it.split("=", 1)
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def _quota_label(entity: list[tuple[str, str | None]]) -> str:
+    parts = []
+    for entity_type, name in entity:
+        kind = "user-principal" if entity_type == "user" else "client-id"
+        parts.append(f"the default {kind}" if name is None else f"{kind} '{name}'")
+    return ", ".join(parts)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--bootstrap-server", required=True, help="host:port of any broker.")
+@click.option("--entity-type", "entity_types", multiple=True, type=click.Choice(["topics", "brokers", "users", "clients"]),
+              help="What to configure (users and clients may be given together).")
+@click.option("--entity-name", "entity_names", multiple=True, help="Name of the entity (one per --entity-type).")
+@click.option("--entity-default", is_flag=True, help="The <default> entity (users or clients).")
+@click.option("--describe", "action", flag_value="describe", help="Show configs.")
+@click.option("--alter", "action", flag_value="alter", help="Change configs.")
+@click.option("--add-config", default=None, help="k=v[,k=v] to set.")
+@click.option("--delete-config", default=None, help="k[,k] to remove.")
+def configs(bootstrap_server: str, entity_types: tuple[str, ...], entity_names: tuple[str, ...], entity_default: bool,
+            action: str | None, add_config: str | None, delete_config: str | None) -> None:
+    """Describe or alter topic and broker configs and client quotas, like kafka-configs.sh."""
+    if action is None:
+        raise click.UsageError("one of --describe or --alter is required")
+    if not entity_types:
+        raise click.UsageError("--entity-type is required")
+    try:
+        with AdminClient(bootstrap_server, client_id="headwater-configs") as client:
+            if entity_types[0] in QUOTA_TYPES:
+                sys.exit(_quotas(client, entity_types, entity_names, entity_default, action, add_config, delete_config))
+            sys.exit(_resource(client, entity_types[0], entity_names[0] if entity_names else None, action,
+                               add_config, delete_config))
+    except AdminError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
+
+
+def _entity(entity_types: tuple[str, ...], entity_names: tuple[str, ...], entity_default: bool) -> list[tuple[str, str | None]]:
+    if any(t not in QUOTA_TYPES for t in entity_types):
+        raise click.UsageError("users and clients can be combined only with each other")
+    names: list[str | None] = list(entity_names)
+    if entity_default:
+        names.append(None)
+    if len(names) != len(entity_types):
+        raise click.UsageError("give one --entity-name (or --entity-default) per --entity-type")
+    return [(QUOTA_TYPES[t], n) for t, n in zip(entity_types, names, strict=True)]
+
+
+def _quotas(client: AdminClient, entity_types: tuple[str, ...], entity_names: tuple[str, ...], entity_default: bool,
+            action: str, add_config: str | None, delete_config: str | None) -> int:
+    if action == "describe":
+        components = []
+        if entity_names or entity_default:
+            for entity_type, name in _entity(entity_types, entity_names, entity_default):
+                components.append(DescribeClientQuotasRequest.ComponentData(
+                    entity_type=entity_type, match_type=MATCH_DEFAULT if name is None else MATCH_EXACT, match=name))
+        else:
+            components = [DescribeClientQuotasRequest.ComponentData(entity_type=QUOTA_TYPES[t], match_type=2, match=None)
+                          for t in entity_types]
+        resp = client.send(DescribeClientQuotasRequest, dict(components=components, strict=bool(entity_names or entity_default)))
+        if resp.error_code:
+            click.echo(f"Error: {resp.error_message or ErrorCode(resp.error_code).name}", err=True)
+            return 1
+        for entry in resp.entries or []:
+            entity = [(e.entity_type, e.entity_name) for e in entry.entity]
+            values = ",".join(f"{v.key}={v.value}" for v in entry.values)
+            click.echo(f"Quota configs for {_quota_label(entity)} are {values}")
+        return 0
+    entity = _entity(entity_types, entity_names, entity_default)
+    E = AlterClientQuotasRequest.EntryData
+    ops = []
+    for key, value in _split_configs(add_config or "").items():
+        try:
+            number = float(value)
+        except ValueError:
+            click.echo(f"Error: quota {key}={value!r} is not a number", err=True)
+            return 1
+        ops.append(E.OpData(key=key, value=number, remove=False))
+    for key in [k.strip() for k in (delete_config or "").split(",") if k.strip()]:
+        ops.append(E.OpData(key=key, value=0.0, remove=True))
+    if not ops:
+        raise click.UsageError("--alter needs --add-config or --delete-config")
+    resp = client.send(AlterClientQuotasRequest, dict(entries=[E(
+        entity=[E.EntityData(entity_type=t, entity_name=n) for t, n in entity], ops=ops)], validate_only=False))
+    result = resp.entries[0]
+    if result.error_code:
+        click.echo(f"Error: {result.error_message or ErrorCode(result.error_code).name}", err=True)
+        return 1
+    click.echo(f"Completed updating config for {_quota_label(entity)}.")
+    return 0
+
+
+def _resource(client: AdminClient, entity_type: str, name: str | None, action: str,
+              add_config: str | None, delete_config: str | None) -> int:
+    resource_type = RESOURCE_TYPES[entity_type]
+    if action == "describe":
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        names = [name] if name else _all_names(client, entity_type)
+        resp = client.send(DescribeConfigsRequest, dict(
+            resources=[R(resource_type=resource_type, resource_name=n, configuration_keys=None) for n in names],
+            include_synonyms=False, include_documentation=False))
+        failed = 0
+        for r in resp.results:
+            if r.error_code:
+                click.echo(f"Error: {r.error_message or ErrorCode(r.error_code).name}", err=True)
+                failed = 1
+                continue
+            label = "topic" if entity_type == "topics" else "broker"
+            # Like kafka-configs.sh, only what was set on the entity itself (dynamic configs).
+            dynamic = [c for c in r.configs if getattr(c, "config_source", 1) in (1, 2)]
+            click.echo(f"Dynamic configs for {label} {r.resource_name} are:")
+            for c in dynamic:
+                click.echo(f"  {c.name}={c.value} sensitive={str(c.is_sensitive).lower()}")
+        return failed
+    if not name:
+        raise click.UsageError("--alter needs --entity-name")
+    A = IncrementalAlterConfigsRequest.AlterConfigsResource
+    C = A.AlterableConfig
+    ops: list[Any] = [C(name=k, config_operation=OP_SET, value=v) for k, v in _split_configs(add_config or "").items()]
+    ops += [C(name=k.strip(), config_operation=OP_DELETE, value=None) for k in (delete_config or "").split(",") if k.strip()]
+    if not ops:
+        raise click.UsageError("--alter needs --add-config or --delete-config")
+    resp = client.send(IncrementalAlterConfigsRequest, dict(resources=[A(resource_type=resource_type, resource_name=name,
+                                                                          configs=ops)], validate_only=False))
+    result = resp.responses[0]
+    if result.error_code:
+        click.echo(f"Error: {result.error_message or ErrorCode(result.error_code).name}", err=True)
+        return 1
+    click.echo(f"Completed updating config for {'topic' if entity_type == 'topics' else 'broker'} {name}.")
+    return 0
+
+
+def _all_names(client: AdminClient, entity_type: str) -> list[str]:
+    meta = client.refresh()
+    if entity_type == "topics":
+        return sorted(t.name for t in meta.topics)
+    return [str(n) for n in sorted(client.nodes)]
