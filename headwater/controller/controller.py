@@ -1,0 +1,891 @@
+"""The ZooKeeper-mode controller as a sans-IO state machine: events in, fenced writes and requests out.
+
+How the shell drives it (see ``docs/controller.md``)::
+
+    result = controller.handle(event)
+    for write in result.writes:                   # in order
+        ok = zk.multi([check("/controller_epoch", write.controller_epoch_version), write])
+        if not ok:                                # controller moved, or our view is stale
+            controller.handle(Resigned()); reply not_controller_response(event); stop
+        controller.apply(write)                   # only an accepted write changes the cache
+    send result.requests (per-broker FIFO); reply result.response
+
+The rules, as Kafka's ``KafkaController`` / ``PartitionStateMachine`` / ``Election`` apply them:
+
+Partition phases are derived from the cache (:meth:`Controller.phase`) and may only move along
+:data:`PARTITION_TRANSITIONS`; :meth:`Controller.apply` checks every move.
+
+* NON_EXISTENT: no assignment. NEW: assignment written, no state znode yet (no replica was live).
+* ONLINE: a state znode whose leader is registered. OFFLINE: leader -1 or not registered.
+* DELETING: the topic is queued for deletion; no elections, no ISR changes, only StopReplica.
+
+Elections (:data:`ELECTION_RULES`, :func:`elect_leader`) pick the first replica in assignment
+order that qualifies, and every controller-made change of leader or ISR bumps the leader epoch (a
+broker ignores a LeaderAndIsr whose leader epoch is not newer). ISR changes made by the leader
+through AlterPartition keep the leader epoch and bump only the partition epoch (the state znode's
+version). A broker that leaves is removed from every ISR, except that the last ISR member stays
+(with leader -1), so that the one replica known to hold every committed record can lead again.
+
+Each handler stages at most one new state per partition; staged states become SETs conditional on
+the partition epoch, and the LeaderAndIsr / UpdateMetadata requests describe the staged states.
+Reassignment (KIP-455 phases U/A/B) slots in as one more request event plus a hook in
+:meth:`Controller._on_alter_partition` (phase B completes when the ISR covers the target replicas)
+and in failover (resume from ``adding_replicas``/``removing_replicas``); the step and batch
+machinery below does not change.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from headwater.controller.effects import (
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    BrokerRequest,
+    Change,
+    ControlledShutdownResponse,
+    ControllerResult,
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DeletionMarkerRemoved,
+    LeaderAndIsrPartition,
+    LeaderAndIsrRequest,
+    PartitionStateWritten,
+    Response,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    TopicAssignmentWritten,
+    TopicConfigRemoved,
+    TopicConfigWritten,
+    TopicDeletionQueued,
+    TopicRemoved,
+    TopicResult,
+    UpdateMetadataPartition,
+    UpdateMetadataRequest,
+    ZkOp,
+    ZkWrite,
+)
+from headwater.controller.events import (
+    AlterPartitionItem,
+    AlterPartitionReceived,
+    BrokerExpired,
+    BrokerRegistered,
+    ControlledShutdownRequested,
+    ControllerElected,
+    CreatePartitionsRequested,
+    CreateTopicsRequested,
+    DeleteTopicsRequested,
+    Event,
+    Resigned,
+    StopReplicaResponseReceived,
+    TopicConfigChanged,
+)
+from headwater.controller.topics import plan_create_partitions, plan_create_topic
+from headwater.controller.znodes import (
+    LEADER_DURING_DELETE,
+    NO_LEADER,
+    BrokerRegistration,
+    LeaderIsr,
+    ReplicaAssignment,
+    TopicAssignment,
+    TopicPartition,
+    delete_topic_path,
+    encode_partition_state,
+    encode_topic_assignment,
+    encode_topic_config,
+    partition_state_path,
+    topic_config_path,
+    topic_path,
+)
+from headwater.metadata.image import ClusterImage, PartitionState, TopicImage
+from headwater.protocol.errors import ErrorCode, KafkaError
+
+# --- the rules, as data -------------------------------------------------------------------------
+
+
+class PartitionPhase(Enum):
+    NON_EXISTENT = "NonExistent"
+    NEW = "New"
+    ONLINE = "Online"
+    OFFLINE = "Offline"
+    DELETING = "Deleting"
+
+
+_P = PartitionPhase
+PARTITION_TRANSITIONS: Mapping[PartitionPhase, frozenset[PartitionPhase]] = {
+    _P.NON_EXISTENT: frozenset({_P.NEW}),                                      # topic znode written
+    _P.NEW: frozenset({_P.ONLINE, _P.DELETING}),                               # state created with a live leader
+    _P.ONLINE: frozenset({_P.ONLINE, _P.OFFLINE, _P.DELETING}),
+    _P.OFFLINE: frozenset({_P.ONLINE, _P.OFFLINE, _P.DELETING}),
+    _P.DELETING: frozenset({_P.DELETING, _P.NON_EXISTENT}),                    # every replica confirmed deletion
+}
+"""Moves :meth:`Controller.apply` allows for a partition (a write that keeps the phase is a self-move)."""
+
+
+class Election(Enum):
+    OFFLINE = "offline"
+    CONTROLLED_SHUTDOWN = "controlled_shutdown"
+
+
+ELECTION_RULES: Mapping[Election, str] = {
+    Election.OFFLINE: (
+        "leader = first replica in assignment order that is live (registered, not shutting down) and in the ISR; "
+        "ISR := ISR members that are live. Otherwise, only if unclean.leader.election.enable: first live replica, "
+        "ISR := [it]. Otherwise no leader (the partition stays offline)."
+    ),
+    Election.CONTROLLED_SHUTDOWN: (
+        "leader = first replica in assignment order that is live, in the ISR and not shutting down; "
+        "ISR := ISR minus shutting-down brokers. Otherwise the leader stays (reported as remaining)."
+    ),
+}
+
+EVENT_RULES: Mapping[type, str] = {
+    ControllerElected: "load the snapshot; drop dead brokers from ISRs; elect offline partitions; create missing "
+    "states; resume deletions; LeaderAndIsr for every partition to its live replicas; full UpdateMetadata to all",
+    Resigned: "forget everything; afterwards every event yields no writes and no requests",
+    BrokerRegistered: "new broker (or a bounce: failure first): LeaderAndIsr for its replicas, elect offline "
+    "partitions, resume its pending deletions, full UpdateMetadata to it, broker list to all",
+    BrokerExpired: "elect new leaders where it led (offline election), remove it from every ISR (keep the last)",
+    ControlledShutdownRequested: "broker epoch must match; mark shutting down; controlled-shutdown election where it "
+    "leads; remove it from ISRs and StopReplica(delete=false) where it follows; answer the partitions it still leads",
+    AlterPartitionReceived: "broker epoch, leader epoch, partition epoch and eligibility checks; accepted ISR "
+    "written with the same leader epoch; UpdateMetadata to all",
+    StopReplicaResponseReceived: "a deleted replica is confirmed; when a topic has none left, delete its znodes",
+    CreateTopicsRequested: "validate and place (topics.py / placement.py); write config, assignment, states",
+    DeleteTopicsRequested: "write the deletion marker; UpdateMetadata with leader -2; StopReplica(delete=true)",
+    CreatePartitionsRequested: "validate and place the added partitions; rewrite the assignment; write new states",
+    TopicConfigChanged: "cache the config; if unclean election became allowed, elect that topic's offline partitions",
+}
+
+
+def elect_leader(
+    strategy: Election,
+    replicas: Sequence[int],
+    isr: Sequence[int],
+    live: Set[int],
+    shutting_down: Set[int],
+    *,
+    unclean: bool = False,
+) -> tuple[int, tuple[int, ...]] | None:
+    """Kafka's ``Election``: the new (leader, ISR) or None. ``live`` excludes shutting-down brokers."""
+    for r in replicas:
+        if r in live and r in isr:
+            if strategy is Election.OFFLINE:
+                return r, tuple(b for b in isr if b in live)
+            return r, tuple(b for b in isr if b not in shutting_down)
+    if strategy is Election.OFFLINE and unclean:
+        for r in replicas:
+            if r in live:
+                return r, (r,)
+    return None
+
+
+def remove_from_isr(leader: int, isr: tuple[int, ...], replica: int) -> tuple[int, tuple[int, ...]]:
+    """Kafka's OfflineReplica transition: no leader if it led; out of the ISR unless it is the last member."""
+    new_leader = NO_LEADER if leader == replica else leader
+    new_isr = isr if len(isr) == 1 else tuple(b for b in isr if b != replica)
+    return new_leader, new_isr
+
+
+def not_controller_response(event: Event) -> Response | None:
+    """The answer to a request this broker cannot serve because it is not (or no longer) the controller."""
+    code = ErrorCode.NOT_CONTROLLER
+    if isinstance(event, AlterPartitionReceived):
+        return AlterPartitionResponse(code)
+    if isinstance(event, ControlledShutdownRequested):
+        return ControlledShutdownResponse(code)
+    if isinstance(event, CreateTopicsRequested):
+        return CreateTopicsResponse(tuple(TopicResult(t.name, code) for t in event.topics))
+    if isinstance(event, DeleteTopicsRequested):
+        return DeleteTopicsResponse(tuple(TopicResult(n, code) for n in event.names))
+    if isinstance(event, CreatePartitionsRequested):
+        return CreatePartitionsResponse(tuple(TopicResult(t.name, code) for t in event.topics))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    default_partitions: int = 1
+    """``num.partitions``"""
+    default_replication_factor: int = 1
+    """``default.replication.factor``"""
+    delete_topic_enable: bool = True
+    unclean_leader_election_enable: bool = False
+    """Broker default; the topic config ``unclean.leader.election.enable`` overrides it."""
+
+
+@dataclass
+class _Step:
+    """What one event decided so far; nothing here is visible to the cache until applied."""
+
+    writes: list[ZkWrite] = field(default_factory=list)
+    staged: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    notify: set[TopicPartition] = field(default_factory=set)
+    created: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    queued_deletions: set[str] = field(default_factory=set)
+    lai: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)
+    um: set[TopicPartition] = field(default_factory=set)
+    um_full: set[int] = field(default_factory=set)
+    um_brokers: bool = False
+    stop: dict[int, dict[TopicPartition, StopReplicaPartition]] = field(default_factory=dict)
+
+
+class Controller:
+    """The controller of one broker. Inactive until :class:`ControllerElected`; inactive again after
+    :class:`Resigned` (or discard the instance and build a new one on the next election)."""
+
+    def __init__(self, broker_id: int, config: ControllerConfig | None = None) -> None:
+        self.broker_id = broker_id
+        self.config = config or ControllerConfig()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._active = False
+        self._epoch = 0
+        self._epoch_zk_version = -1
+        self._live: dict[int, BrokerRegistration] = {}
+        self._shutting_down: set[int] = set()
+        self._topics: dict[str, TopicAssignment] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._states: dict[TopicPartition, LeaderIsr] = {}
+        self._deleting: dict[str, set[tuple[TopicPartition, int]]] = {}
+
+    # --- queries ----------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def epoch_zk_version(self) -> int:
+        return self._epoch_zk_version
+
+    @property
+    def live_brokers(self) -> Mapping[int, BrokerRegistration]:
+        return self._live
+
+    @property
+    def shutting_down(self) -> frozenset[int]:
+        return frozenset(self._shutting_down)
+
+    @property
+    def topics(self) -> Mapping[str, TopicAssignment]:
+        return self._topics
+
+    @property
+    def topic_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self._configs
+
+    @property
+    def states(self) -> Mapping[TopicPartition, LeaderIsr]:
+        return self._states
+
+    @property
+    def topics_being_deleted(self) -> frozenset[str]:
+        return frozenset(self._deleting)
+
+    def pending_deletions(self, topic: str) -> frozenset[tuple[TopicPartition, int]]:
+        """Replicas (partition, broker) of a topic being deleted that have not confirmed yet."""
+        return frozenset(self._deleting.get(topic, ()))
+
+    def phase(self, tp: TopicPartition) -> PartitionPhase:
+        topic = self._topics.get(tp.topic)
+        if topic is None or tp.partition not in topic.partitions:
+            return PartitionPhase.NON_EXISTENT
+        if tp.topic in self._deleting:
+            return PartitionPhase.DELETING
+        state = self._states.get(tp)
+        if state is None:
+            return PartitionPhase.NEW
+        return PartitionPhase.ONLINE if state.leader in self._live else PartitionPhase.OFFLINE
+
+    def image(self, cluster_id: str) -> ClusterImage:
+        """The cluster as clients should see it (topics being deleted left out)."""
+        topics: dict[str, TopicImage] = {}
+        for name, topic in self._topics.items():
+            if name in self._deleting:
+                continue
+            parts: dict[int, PartitionState] = {}
+            for p, a in topic.partitions.items():
+                st = self._states.get(TopicPartition(name, p))
+                leader, epoch, isr = (st.leader, st.leader_epoch, st.isr) if st else (NO_LEADER, -1, ())
+                parts[p] = PartitionState(a.replicas, leader, epoch, isr, a.adding_replicas, a.removing_replicas)
+            topics[name] = TopicImage(name, topic.topic_id, parts, dict(self._configs.get(name, {})))
+        brokers = {b: reg.info for b, reg in self._live.items()}
+        return ClusterImage(cluster_id, self.broker_id, brokers, topics)
+
+    def broker_change_events(self, current: Mapping[int, BrokerRegistration]) -> list[Event]:
+        """Turn the registrations now under ``/brokers/ids`` into events (Kafka's BrokerChange diff)."""
+        events: list[Event] = [BrokerExpired(b) for b in sorted(self._live) if b not in current]
+        for b, reg in sorted(current.items()):
+            known = self._live.get(b)
+            if known is None or known.broker_epoch != reg.broker_epoch or known.info != reg.info:
+                events.append(BrokerRegistered(b, reg.broker_epoch, reg.info))
+        return events
+
+    # --- the two entry points -------------------------------------------------------------------
+
+    def handle(self, event: Event) -> ControllerResult:
+        if isinstance(event, ControllerElected):
+            return self._on_elected(event)
+        if not self._active:
+            return ControllerResult(response=not_controller_response(event))
+        if isinstance(event, Resigned):
+            self._reset()
+            return ControllerResult()
+        if isinstance(event, BrokerRegistered):
+            return self._on_broker_registered(event)
+        if isinstance(event, BrokerExpired):
+            return self._on_broker_expired(event)
+        if isinstance(event, TopicConfigChanged):
+            return self._on_topic_config_changed(event)
+        if isinstance(event, ControlledShutdownRequested):
+            return self._on_controlled_shutdown(event)
+        if isinstance(event, AlterPartitionReceived):
+            return self._on_alter_partition(event)
+        if isinstance(event, StopReplicaResponseReceived):
+            return self._on_stop_replica_response(event)
+        if isinstance(event, CreateTopicsRequested):
+            return self._on_create_topics(event)
+        if isinstance(event, DeleteTopicsRequested):
+            return self._on_delete_topics(event)
+        return self._on_create_partitions(event)
+
+    def apply(self, write: ZkWrite) -> None:
+        """ZooKeeper accepted ``write``: make the cache say what ZooKeeper now says."""
+        if not self._active:
+            return
+        change = write.change
+        if isinstance(change, PartitionStateWritten):
+            before = self.phase(change.tp)
+            self._states[change.tp] = change.state
+            self._check_moves({change.tp: before})
+        elif isinstance(change, TopicAssignmentWritten):
+            topic = change.topic
+            tps = [TopicPartition(topic.name, p) for p in topic.partitions]
+            before_all = {tp: self.phase(tp) for tp in tps}
+            self._topics[topic.name] = topic
+            self._check_moves(before_all)
+        elif isinstance(change, TopicConfigWritten):
+            self._configs[change.topic] = dict(change.configs)
+        elif isinstance(change, TopicDeletionQueued):
+            tps = self._partitions_of(change.topic)
+            before_all = {tp: self.phase(tp) for tp in tps}
+            self._deleting[change.topic] = {(tp, b) for tp in tps for b in self._replicas_of(tp)}
+            self._check_moves(before_all)
+        elif isinstance(change, TopicRemoved):
+            tps = self._partitions_of(change.topic)
+            before_all = {tp: self.phase(tp) for tp in tps}
+            self._topics.pop(change.topic, None)
+            self._deleting.pop(change.topic, None)
+            for tp in tps:
+                self._states.pop(tp, None)
+            self._check_moves(before_all)
+        elif isinstance(change, TopicConfigRemoved):
+            self._configs.pop(change.topic, None)
+        else:
+            assert isinstance(change, DeletionMarkerRemoved)
+
+    def validate_state(self) -> None:
+        """Raise AssertionError if the cache breaks a rule; tests call it after every step."""
+        if not self._active:
+            assert not (self._live or self._topics or self._states or self._deleting or self._shutting_down)
+            return
+        assert self._epoch >= 1 and self._epoch_zk_version >= 0
+        for b, reg in self._live.items():
+            assert reg.broker_id == b == reg.info.broker_id, reg
+        assert self._shutting_down <= set(self._live), (self._shutting_down, set(self._live))
+        for name, topic in self._topics.items():
+            assert topic.name == name
+            assert sorted(topic.partitions) == list(range(len(topic.partitions))), (name, sorted(topic.partitions))
+            for p, a in topic.partitions.items():
+                assert a.replicas and len(set(a.replicas)) == len(a.replicas), (name, p, a)
+        for tp, st in self._states.items():
+            assert tp.topic in self._topics and tp.partition in self._topics[tp.topic].partitions, tp
+            replicas = self._replicas_of(tp)
+            assert st.isr, (tp, st)
+            assert len(set(st.isr)) == len(st.isr), (tp, st)
+            assert set(st.isr) <= set(replicas), (tp, st, replicas)
+            assert st.leader == NO_LEADER or st.leader in st.isr, (tp, st)
+            assert st.leader_epoch >= 0 and st.partition_epoch >= 0, (tp, st)
+            assert st.controller_epoch <= self._epoch, (tp, st)
+        for name, pending in self._deleting.items():
+            assert name in self._topics, name
+            for tp, b in pending:
+                assert tp.topic == name and b in self._replicas_of(tp), (tp, b)
+
+    # --- helpers over the cache plus what this step decided --------------------------------------
+
+    def _check_moves(self, before: Mapping[TopicPartition, PartitionPhase]) -> None:
+        for tp, old in before.items():
+            new = self.phase(tp)
+            assert new in PARTITION_TRANSITIONS[old], f"illegal partition move {tp}: {old.value} -> {new.value}"
+
+    def _partitions_of(self, topic: str) -> list[TopicPartition]:
+        t = self._topics.get(topic)
+        return [TopicPartition(topic, p) for p in sorted(t.partitions)] if t else []
+
+    def _replicas_of(self, tp: TopicPartition, step: _Step | None = None) -> tuple[int, ...]:
+        topic = (step.topics.get(tp.topic) if step else None) or self._topics[tp.topic]
+        return topic.partitions[tp.partition].replicas
+
+    def _view(self, step: _Step, tp: TopicPartition) -> LeaderIsr | None:
+        return step.staged.get(tp) or step.created.get(tp) or self._states.get(tp)
+
+    def _eligible(self) -> set[int]:
+        return set(self._live) - self._shutting_down
+
+    def _unclean(self, topic: str) -> bool:
+        value = self._configs.get(topic, {}).get("unclean.leader.election.enable")
+        return self.config.unclean_leader_election_enable if value is None else value.strip().lower() == "true"
+
+    def _active_partitions(self, step: _Step) -> list[TopicPartition]:
+        """Partitions with a state (in the cache or created in this step) that are not being deleted."""
+        tps = set(self._states) | set(step.created)
+        return sorted(tp for tp in tps if tp.topic not in self._deleting and tp.topic not in step.queued_deletions)
+
+    def _stage(self, step: _Step, tp: TopicPartition, leader: int, isr: tuple[int, ...], *,
+               notify: bool = True, bump_leader_epoch: bool = True) -> LeaderIsr:
+        """Stage the smallest change: one new state per partition per step, or nothing if it matches ZooKeeper."""
+        committed = self._states[tp]
+        if leader == committed.leader and isr == committed.isr:
+            step.staged.pop(tp, None)
+            step.notify.discard(tp)
+            return committed
+        state = LeaderIsr(
+            leader=leader,
+            leader_epoch=committed.leader_epoch + (1 if bump_leader_epoch else 0),
+            isr=isr,
+            controller_epoch=self._epoch,
+            partition_epoch=committed.partition_epoch + 1,
+        )
+        step.staged[tp] = state
+        if notify:
+            step.notify.add(tp)
+        return state
+
+    def _elect(self, step: _Step, tp: TopicPartition, strategy: Election) -> bool:
+        state = self._view(step, tp)
+        assert state is not None
+        chosen = elect_leader(strategy, self._replicas_of(tp), state.isr, self._eligible(), self._shutting_down,
+                              unclean=self._unclean(tp.topic))
+        if chosen is None:
+            return False
+        self._stage(step, tp, chosen[0], chosen[1])
+        return True
+
+    def _fail_replicas(self, step: _Step, tp: TopicPartition, dead: Set[int]) -> None:
+        """Replicas on ``dead`` brokers went offline: elect if the leader is among them, then drop them from the ISR."""
+        state = self._view(step, tp)
+        assert state is not None
+        if state.leader in dead:
+            self._elect(step, tp, Election.OFFLINE)
+        for b in sorted(dead):
+            state = self._view(step, tp)
+            assert state is not None
+            if b == state.leader or b in state.isr:
+                leader, isr = remove_from_isr(state.leader, state.isr, b)
+                self._stage(step, tp, leader, isr)
+
+    def _create_state(self, step: _Step, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
+        """NEW -> ONLINE: leader = first live replica, ISR = the live replicas; nothing if none is live."""
+        eligible = self._eligible()
+        live = tuple(r for r in replicas if r in eligible)
+        if not live:
+            return
+        state = LeaderIsr(live[0], 0, live, self._epoch, 0)
+        step.created[tp] = state
+        step.writes.append(self._write(ZkOp.CREATE, partition_state_path(tp.topic, tp.partition),
+                                       encode_partition_state(state), PartitionStateWritten(tp, state), make_parents=True))
+
+    def _trigger_online(self, step: _Step) -> None:
+        """Kafka's triggerOnlinePartitionStateChange: NEW and OFFLINE partitions get a leader if they can."""
+        for name in sorted(self._topics):
+            if name in self._deleting or name in step.queued_deletions:
+                continue
+            for p, a in sorted(self._topics[name].partitions.items()):
+                tp = TopicPartition(name, p)
+                state = self._view(step, tp)
+                if state is None:
+                    self._create_state(step, tp, a.replicas)
+                elif state.leader not in self._live:
+                    self._elect(step, tp, Election.OFFLINE)
+
+    def _write(self, op: ZkOp, path: str, data: bytes | None, change: Change, *, expected_version: int = -1,
+               make_parents: bool = False, recursive: bool = False) -> ZkWrite:
+        return ZkWrite(op, path, data, self._epoch_zk_version, change, expected_version, make_parents, recursive)
+
+    def _start_deletion_requests(self, step: _Step, topic: str, pending: Set[tuple[TopicPartition, int]]) -> None:
+        for tp, b in sorted(pending):
+            if b in self._live:
+                step.stop.setdefault(b, {})[tp] = StopReplicaPartition(tp.topic, tp.partition, LEADER_DURING_DELETE, True)
+        step.um.update(self._partitions_of(topic))
+
+    # --- handlers ---------------------------------------------------------------------------------
+
+    def _on_elected(self, event: ControllerElected) -> ControllerResult:
+        if self._active and event.epoch <= self._epoch:
+            return ControllerResult()
+        self._reset()
+        self._active = True
+        self._epoch, self._epoch_zk_version = event.epoch, event.epoch_zk_version
+        snap = event.snapshot
+        self._live = dict(snap.brokers)
+        self._topics = dict(snap.topics)
+        self._configs = {name: dict(c) for name, c in snap.configs.items()}
+        self._states = {
+            tp: st for tp, st in snap.states.items()
+            if tp.topic in self._topics and tp.partition in self._topics[tp.topic].partitions
+        }
+        step = _Step()
+        for name in sorted(snap.topics_to_delete):
+            if name in self._topics:
+                self._deleting[name] = {(tp, b) for tp in self._partitions_of(name) for b in self._replicas_of(tp)}
+                self._start_deletion_requests(step, name, self._deleting[name])
+            else:
+                step.writes.append(self._write(ZkOp.DELETE, delete_topic_path(name), None, DeletionMarkerRemoved(name)))
+        for tp in self._active_partitions(step):
+            state = self._states[tp]
+            dead = {b for b in (*state.isr, state.leader) if b != NO_LEADER and b not in self._live}
+            if dead:
+                self._fail_replicas(step, tp, dead)
+        self._trigger_online(step)
+        for tp in self._active_partitions(step):
+            for b in self._replicas_of(tp):
+                if b in self._live:
+                    step.lai.setdefault(b, {}).setdefault(tp, False)
+        step.um_full.update(self._live)
+        return self._finish(step)
+
+    def _on_broker_registered(self, event: BrokerRegistered) -> ControllerResult:
+        reg = BrokerRegistration(event.broker_id, event.broker_epoch, event.info)
+        known = self._live.get(event.broker_id)
+        step = _Step()
+        if known is not None and known.broker_epoch == event.broker_epoch:
+            self._live[event.broker_id] = reg       # listeners changed; same incarnation
+            step.um_brokers = True
+            return self._finish(step)
+        if known is not None:                       # bounced: its previous incarnation failed
+            self._forget_broker(event.broker_id)
+            self._on_failed(step, {event.broker_id})
+        self._live[event.broker_id] = reg
+        for tp in self._active_partitions(step):
+            if event.broker_id in self._replicas_of(tp, step):
+                step.lai.setdefault(event.broker_id, {}).setdefault(tp, False)
+        self._trigger_online(step)
+        for pending in self._deleting.values():
+            for tp, b in sorted(pending):
+                if b == event.broker_id:
+                    step.stop.setdefault(b, {})[tp] = StopReplicaPartition(tp.topic, tp.partition, LEADER_DURING_DELETE, True)
+        step.um_full.add(event.broker_id)
+        step.um_brokers = True
+        return self._finish(step)
+
+    def _forget_broker(self, broker_id: int) -> None:
+        self._live.pop(broker_id, None)
+        self._shutting_down.discard(broker_id)
+
+    def _on_broker_expired(self, event: BrokerExpired) -> ControllerResult:
+        if event.broker_id not in self._live:
+            return ControllerResult()
+        self._forget_broker(event.broker_id)
+        step = _Step()
+        self._on_failed(step, {event.broker_id})
+        step.um_brokers = True
+        return self._finish(step)
+
+    def _on_failed(self, step: _Step, dead: Set[int]) -> None:
+        for tp in self._active_partitions(step):
+            if tp not in self._states:
+                continue
+            state = self._view(step, tp)
+            assert state is not None
+            hit = {b for b in dead if b == state.leader or b in state.isr}
+            if hit:
+                self._fail_replicas(step, tp, hit)
+        self._trigger_online(step)
+
+    def _on_topic_config_changed(self, event: TopicConfigChanged) -> ControllerResult:
+        self._configs[event.topic] = dict(event.configs)
+        step = _Step()
+        if event.topic in self._topics and event.topic not in self._deleting and self._unclean(event.topic):
+            for tp in self._partitions_of(event.topic):
+                state = self._states.get(tp)
+                if state is not None and state.leader not in self._live:
+                    self._elect(step, tp, Election.OFFLINE)
+        return self._finish(step)
+
+    def _on_controlled_shutdown(self, event: ControlledShutdownRequested) -> ControllerResult:
+        reg = self._live.get(event.broker_id)
+        if reg is None:
+            return ControllerResult(response=ControlledShutdownResponse(ErrorCode.BROKER_NOT_AVAILABLE))
+        if event.broker_epoch != -1 and event.broker_epoch != reg.broker_epoch:
+            return ControllerResult(response=ControlledShutdownResponse(ErrorCode.STALE_BROKER_EPOCH))
+        self._shutting_down.add(event.broker_id)
+        step = _Step()
+        mine = [tp for tp in self._active_partitions(step)
+                if event.broker_id in self._replicas_of(tp) and len(self._replicas_of(tp)) > 1]
+        for tp in mine:
+            state = self._view(step, tp)
+            assert state is not None
+            if state.leader == event.broker_id:
+                self._elect(step, tp, Election.CONTROLLED_SHUTDOWN)
+                continue
+            if event.broker_id in state.isr:
+                leader, isr = remove_from_isr(state.leader, state.isr, event.broker_id)
+                state = self._stage(step, tp, leader, isr)
+            step.stop.setdefault(event.broker_id, {})[tp] = StopReplicaPartition(
+                tp.topic, tp.partition, state.leader_epoch, False)
+        remaining = []
+        for tp in mine:
+            state = self._view(step, tp)
+            if state is not None and state.leader == event.broker_id:
+                remaining.append(tp)
+        return self._finish(step, ControlledShutdownResponse(ErrorCode.NONE, tuple(remaining)))
+
+    def _on_alter_partition(self, event: AlterPartitionReceived) -> ControllerResult:
+        reg = self._live.get(event.broker_id)
+        if reg is None or reg.broker_epoch != event.broker_epoch:
+            return ControllerResult(response=AlterPartitionResponse(ErrorCode.STALE_BROKER_EPOCH))
+        step = _Step()
+        results = [self._alter_one(step, event.broker_id, item) for item in event.partitions]
+        # Reassignment phase B slots in here: a partition whose new ISR covers its target replicas completes.
+        return self._finish(step, AlterPartitionResponse(ErrorCode.NONE, tuple(results)))
+
+    def _alter_one(self, step: _Step, broker_id: int, item: AlterPartitionItem) -> AlterPartitionResult:
+        tp = item.tp
+
+        def fail(code: ErrorCode) -> AlterPartitionResult:
+            return AlterPartitionResult(tp.topic, tp.partition, code)
+
+        if tp.topic in self._deleting or self.phase(tp) in (PartitionPhase.NON_EXISTENT, PartitionPhase.NEW):
+            return fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        cur = self._view(step, tp)
+        assert cur is not None
+        if item.leader_epoch > cur.leader_epoch:
+            return fail(ErrorCode.NOT_CONTROLLER)
+        if item.leader_epoch < cur.leader_epoch:
+            return fail(ErrorCode.FENCED_LEADER_EPOCH)
+        if cur.leader != broker_id:
+            return fail(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+        def ok(st: LeaderIsr) -> AlterPartitionResult:
+            return AlterPartitionResult(tp.topic, tp.partition, ErrorCode.NONE, st.leader, st.leader_epoch, st.isr,
+                                        st.partition_epoch)
+
+        if item.new_isr == cur.isr and item.leader_recovery_state == 0:
+            return ok(cur)                          # a retry of a change already made
+        if item.partition_epoch != cur.partition_epoch:
+            return fail(ErrorCode.INVALID_UPDATE_VERSION)
+        new_isr = item.new_isr
+        if (not new_isr or broker_id not in new_isr or len(set(new_isr)) != len(new_isr)
+                or (item.leader_recovery_state == 1 and len(new_isr) > 1)):
+            return fail(ErrorCode.INVALID_REQUEST)
+        replicas = self._replicas_of(tp)
+        for b in new_isr:
+            added = b not in cur.isr
+            if b not in replicas or b not in self._live or (added and b in self._shutting_down):
+                return fail(ErrorCode.INELIGIBLE_REPLICA)
+        return ok(self._stage(step, tp, cur.leader, new_isr, notify=False, bump_leader_epoch=False))
+
+    def _on_stop_replica_response(self, event: StopReplicaResponseReceived) -> ControllerResult:
+        step = _Step()
+        touched: set[str] = set()
+        for tp, code in event.partitions:
+            pending = self._deleting.get(tp.topic)
+            if pending is not None and code == ErrorCode.NONE:
+                pending.discard((tp, event.broker_id))
+                touched.add(tp.topic)
+        for name in sorted(touched):
+            if not self._deleting[name]:
+                self._complete_deletion(step, name)
+        return self._finish(step)
+
+    def _complete_deletion(self, step: _Step, name: str) -> None:
+        """Kafka's completeDeleteTopic: topic znode (recursively), config, then the marker, so failover can resume."""
+        step.writes.append(self._write(ZkOp.DELETE, topic_path(name), None, TopicRemoved(name), recursive=True))
+        if name in self._configs:
+            step.writes.append(self._write(ZkOp.DELETE, topic_config_path(name), None, TopicConfigRemoved(name)))
+        step.writes.append(self._write(ZkOp.DELETE, delete_topic_path(name), None, DeletionMarkerRemoved(name)))
+
+    def _admin_image(self, step: _Step, full_topic: str | None = None) -> ClusterImage:
+        """The view topics.py validates against: registered brokers and topic names (one topic in full)."""
+        names = set(self._topics) | set(step.topics)
+        topics = {n: TopicImage(n, self._topics[n].topic_id if n in self._topics else step.topics[n].topic_id, {})
+                  for n in names}
+        if full_topic is not None and full_topic in self._topics:
+            topic = self._topics[full_topic]
+            parts = {}
+            for p, a in topic.partitions.items():
+                st = self._states.get(TopicPartition(full_topic, p))
+                leader, epoch, isr = (st.leader, st.leader_epoch, st.isr) if st else (NO_LEADER, 0, ())
+                parts[p] = PartitionState(a.replicas, leader, epoch, isr, a.adding_replicas, a.removing_replicas)
+            topics[full_topic] = TopicImage(full_topic, topic.topic_id, parts, self._configs.get(full_topic, {}))
+        return ClusterImage("", self.broker_id, {b: reg.info for b, reg in sorted(self._live.items())}, topics)
+
+    def _on_create_topics(self, event: CreateTopicsRequested) -> ControllerResult:
+        step = _Step()
+        counts = Counter(t.name for t in event.topics)
+        results: list[TopicResult] = []
+        for nt in event.topics:
+            if counts[nt.name] > 1:
+                results.append(TopicResult(nt.name, ErrorCode.INVALID_REQUEST,
+                                           f"Create topics request contains duplicate topic name {nt.name}."))
+                continue
+            if nt.name in self._deleting:
+                results.append(TopicResult(nt.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{nt.name}' is marked for deletion."))
+                continue
+            try:
+                planned = plan_create_topic(
+                    self._admin_image(step), nt.name, nt.num_partitions, nt.replication_factor, nt.assignments,
+                    nt.configs, default_partitions=self.config.default_partitions,
+                    default_replication_factor=self.config.default_replication_factor,
+                    start_index=event.start_index, shift=event.shift,
+                )
+            except KafkaError as err:
+                results.append(TopicResult(nt.name, err.code, err.message))
+                continue
+            topic = TopicAssignment(nt.name, nt.topic_id,
+                                    {p: ReplicaAssignment(s.replicas) for p, s in planned.partitions.items()})
+            if not event.validate_only:
+                step.writes.append(self._write(ZkOp.CREATE, topic_config_path(nt.name), encode_topic_config(nt.configs),
+                                               TopicConfigWritten(nt.name, dict(nt.configs)), make_parents=True))
+                step.writes.append(self._write(ZkOp.CREATE, topic_path(nt.name), encode_topic_assignment(topic),
+                                               TopicAssignmentWritten(topic), make_parents=True))
+                step.topics[nt.name] = topic
+                for p, a in sorted(topic.partitions.items()):
+                    self._create_state(step, TopicPartition(nt.name, p), a.replicas)
+            results.append(TopicResult(nt.name, ErrorCode.NONE, None, nt.topic_id, len(topic.partitions),
+                                       planned.replication_factor, dict(nt.configs)))
+        return self._finish(step, CreateTopicsResponse(tuple(results)))
+
+    def _on_delete_topics(self, event: DeleteTopicsRequested) -> ControllerResult:
+        step = _Step()
+        counts = Counter(event.names)
+        results: list[TopicResult] = []
+        for name in event.names:
+            if counts[name] > 1:
+                results.append(TopicResult(name, ErrorCode.INVALID_REQUEST, f"Duplicate topic name {name} in request."))
+            elif not self.config.delete_topic_enable:
+                results.append(TopicResult(name, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."))
+            elif name not in self._topics:
+                results.append(TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                           "This server does not host this topic-partition."))
+            elif name in self._deleting:
+                results.append(TopicResult(name, ErrorCode.NONE))
+            else:
+                step.writes.append(self._write(ZkOp.CREATE, delete_topic_path(name), None, TopicDeletionQueued(name),
+                                               make_parents=True))
+                step.queued_deletions.add(name)
+                pending = {(tp, b) for tp in self._partitions_of(name) for b in self._replicas_of(tp)}
+                self._start_deletion_requests(step, name, pending)
+                results.append(TopicResult(name, ErrorCode.NONE, None, self._topics[name].topic_id))
+        return self._finish(step, DeleteTopicsResponse(tuple(results)))
+
+    def _on_create_partitions(self, event: CreatePartitionsRequested) -> ControllerResult:
+        step = _Step()
+        counts = Counter(t.name for t in event.topics)
+        results: list[TopicResult] = []
+        for np in event.topics:
+            if counts[np.name] > 1:
+                results.append(TopicResult(np.name, ErrorCode.INVALID_REQUEST, f"Duplicate topic name {np.name} in request."))
+                continue
+            if np.name in self._deleting:
+                results.append(TopicResult(np.name, ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion."))
+                continue
+            try:
+                planned = plan_create_partitions(self._admin_image(step, np.name), np.name, np.count, np.assignments,
+                                                 start_index=event.start_index, shift=event.shift)
+            except KafkaError as err:
+                results.append(TopicResult(np.name, err.code, err.message))
+                continue
+            old = self._topics[np.name]
+            added = {p: ReplicaAssignment(s.replicas) for p, s in planned.partitions.items() if p not in old.partitions}
+            topic = replace(old, partitions={**old.partitions, **added})
+            if not event.validate_only:
+                step.writes.append(self._write(ZkOp.SET, topic_path(np.name), encode_topic_assignment(topic),
+                                               TopicAssignmentWritten(topic)))
+                step.topics[np.name] = topic
+                for p, a in sorted(added.items()):
+                    self._create_state(step, TopicPartition(np.name, p), a.replicas)
+            results.append(TopicResult(np.name, ErrorCode.NONE, None, topic.topic_id, len(topic.partitions),
+                                       planned.replication_factor))
+        return self._finish(step, CreatePartitionsResponse(tuple(results)))
+
+    # --- turning a step into writes and requests ------------------------------------------------
+
+    def _finish(self, step: _Step, response: Response | None = None) -> ControllerResult:
+        writes = list(step.writes)
+        for tp in sorted(step.staged):
+            state = step.staged[tp]
+            writes.append(self._write(ZkOp.SET, partition_state_path(tp.topic, tp.partition),
+                                      encode_partition_state(state), PartitionStateWritten(tp, state),
+                                      expected_version=self._states[tp].partition_epoch))
+            if tp in step.notify:
+                for b in self._replicas_of(tp, step):
+                    if b in self._live:
+                        step.lai.setdefault(b, {}).setdefault(tp, False)
+            step.um.add(tp)
+        for tp in step.created:
+            for b in self._replicas_of(tp, step):
+                if b in self._live:
+                    step.lai.setdefault(b, {})[tp] = True
+            step.um.add(tp)
+        return ControllerResult(tuple(writes), tuple(self._requests(step)), response)
+
+    def _requests(self, step: _Step) -> list[BrokerRequest]:
+        live_brokers = tuple(reg.info for _, reg in sorted(self._live.items()))
+        everyone = bool(step.um) or step.um_brokers
+        all_tps: list[TopicPartition] | None = None
+        out: list[BrokerRequest] = []
+        for b in sorted(self._live):
+            epoch = self._live[b].broker_epoch
+            if b in step.lai:
+                parts = tuple(self._lai_partition(step, tp, is_new) for tp, is_new in sorted(step.lai[b].items()))
+                leaders = sorted({p.leader for p in parts if p.leader in self._live})
+                out.append(LeaderAndIsrRequest(b, self.broker_id, self._epoch, epoch, parts,
+                                               tuple(self._live[x].info for x in leaders)))
+            if b in step.um_full:
+                if all_tps is None:
+                    all_tps = sorted(set(self._states) | set(step.created))
+                tps: Sequence[TopicPartition] = all_tps
+            else:
+                tps = sorted(step.um)
+            if everyone or b in step.um_full:
+                um_parts = tuple(p for p in (self._um_partition(step, tp) for tp in tps) if p is not None)
+                out.append(UpdateMetadataRequest(b, self.broker_id, self._epoch, epoch, um_parts, live_brokers))
+            if b in step.stop:
+                out.append(StopReplicaRequest(b, self.broker_id, self._epoch, epoch,
+                                              tuple(v for _, v in sorted(step.stop[b].items()))))
+        return out
+
+    def _lai_partition(self, step: _Step, tp: TopicPartition, is_new: bool) -> LeaderAndIsrPartition:
+        state = self._view(step, tp)
+        assert state is not None
+        topic = step.topics.get(tp.topic) or self._topics[tp.topic]
+        a = topic.partitions[tp.partition]
+        return LeaderAndIsrPartition(tp.topic, topic.topic_id, tp.partition, state.controller_epoch, state.leader,
+                                     state.leader_epoch, state.isr, state.partition_epoch, a.replicas,
+                                     a.adding_replicas, a.removing_replicas, is_new)
+
+    def _um_partition(self, step: _Step, tp: TopicPartition) -> UpdateMetadataPartition | None:
+        state = self._view(step, tp)
+        topic = step.topics.get(tp.topic) or self._topics.get(tp.topic)
+        if state is None or topic is None:
+            return None
+        a = topic.partitions[tp.partition]
+        offline = tuple(b for b in a.replicas if b not in self._live)
+        if tp.topic in self._deleting or tp.topic in step.queued_deletions:
+            return UpdateMetadataPartition(tp.topic, topic.topic_id, tp.partition, self._epoch, LEADER_DURING_DELETE,
+                                           LEADER_DURING_DELETE, state.isr, state.partition_epoch, a.replicas, offline)
+        return UpdateMetadataPartition(tp.topic, topic.topic_id, tp.partition, state.controller_epoch, state.leader,
+                                       state.leader_epoch, state.isr, state.partition_epoch, a.replicas, offline)

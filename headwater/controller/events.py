@@ -1,0 +1,164 @@
+"""What the controller is told: frozen event values, one class per input.
+
+Three kinds, which differ in how they may change the controller:
+
+* ZooKeeper facts (the shell saw them through a watch or a read): :class:`ControllerElected`,
+  :class:`Resigned`, :class:`BrokerRegistered`, :class:`BrokerExpired`, :class:`TopicConfigChanged`.
+  They update the controller's cache directly, because ZooKeeper already holds them.
+* Requests from brokers and clients, each answered with a response: :class:`ControlledShutdownRequested`,
+  :class:`AlterPartitionReceived`, :class:`CreateTopicsRequested`, :class:`DeleteTopicsRequested`,
+  :class:`CreatePartitionsRequested`.
+* Responses to the controller's own requests: :class:`StopReplicaResponseReceived`.
+
+Decisions never change the controller's state in :meth:`Controller.handle`; they come back as
+ZooKeeper writes, and only :meth:`Controller.apply` of a write that ZooKeeper accepted changes it.
+Randomness (placement start index and shift, topic ids) arrives in the events, so the core is
+deterministic.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from headwater.controller.znodes import TopicPartition, ZkSnapshot
+from headwater.metadata.image import BrokerInfo
+from headwater.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerElected:
+    """This broker won the election: ``epoch`` is the new ``/controller_epoch`` value and
+    ``epoch_zk_version`` the znode version the election's setData returned. ``snapshot`` is what the
+    shell read from ZooKeeper right after winning; failover resumes from it."""
+
+    epoch: int
+    epoch_zk_version: int
+    snapshot: ZkSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Resigned:
+    """``/controller`` moved or this broker's session expired, or a fenced write failed: stop acting."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistered:
+    """``/brokers/ids/<id>`` exists with this czxid. A known id with a new epoch is a bounced broker."""
+
+    broker_id: int
+    broker_epoch: int
+    info: BrokerInfo
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerExpired:
+    """``/brokers/ids/<id>`` disappeared (session expired or closed)."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigChanged:
+    """``/config/topics/<t>`` now holds ``configs`` (written by whoever handled AlterConfigs)."""
+
+    topic: str
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownRequested:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    """One partition of an AlterPartition request: the leader's proposed ISR, fenced by both epochs."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+    leader_recovery_state: int = 0
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReceived:
+    broker_id: int
+    broker_epoch: int
+    partitions: tuple[AlterPartitionItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaResponseReceived:
+    """A broker answered a StopReplica the controller sent; per-partition error codes."""
+
+    broker_id: int
+    partitions: tuple[tuple[TopicPartition, ErrorCode], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """One topic of CreateTopics. ``num_partitions``/``replication_factor`` of -1 mean the defaults;
+    ``assignments`` (partition -> brokers) replaces both. ``topic_id`` is chosen by the shell."""
+
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequested:
+    """``start_index`` and ``shift`` feed Kafka's placement (Kafka draws them at random per topic)."""
+
+    topics: tuple[NewTopic, ...]
+    validate_only: bool = False
+    start_index: int = 0
+    shift: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequested:
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """CreatePartitions for one topic: the new total ``count`` and optional assignments of the added ones."""
+
+    name: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsRequested:
+    topics: tuple[NewPartitions, ...]
+    validate_only: bool = False
+    start_index: int = 0
+    shift: int = 0
+
+
+Event = (
+    ControllerElected
+    | Resigned
+    | BrokerRegistered
+    | BrokerExpired
+    | TopicConfigChanged
+    | ControlledShutdownRequested
+    | AlterPartitionReceived
+    | StopReplicaResponseReceived
+    | CreateTopicsRequested
+    | DeleteTopicsRequested
+    | CreatePartitionsRequested
+)
