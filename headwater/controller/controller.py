@@ -88,19 +88,16 @@ from headwater.controller.topics import plan_create_partitions, plan_create_topi
 from headwater.controller.znodes import (
     LEADER_DURING_DELETE,
     NO_LEADER,
-    BrokerRegistration,
+    PATHS,
     LeaderIsr,
+    LiveBroker,
     ReplicaAssignment,
-    TopicAssignment,
     TopicPartition,
-    delete_topic_path,
+    TopicRecord,
     encode_partition_state,
-    encode_topic_assignment,
-    encode_topic_config,
-    partition_state_path,
-    topic_config_path,
-    topic_path,
+    encode_topic,
 )
+from headwater.metadata import zk
 from headwater.metadata.image import ClusterImage, PartitionState, TopicImage
 from headwater.protocol.errors import ErrorCode, KafkaError
 
@@ -226,7 +223,7 @@ class _Step:
     staged: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
     notify: set[TopicPartition] = field(default_factory=set)
     created: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
-    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    topics: dict[str, TopicRecord] = field(default_factory=dict)
     queued_deletions: set[str] = field(default_factory=set)
     lai: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)
     um: set[TopicPartition] = field(default_factory=set)
@@ -248,9 +245,9 @@ class Controller:
         self._active = False
         self._epoch = 0
         self._epoch_zk_version = -1
-        self._live: dict[int, BrokerRegistration] = {}
+        self._live: dict[int, LiveBroker] = {}
         self._shutting_down: set[int] = set()
-        self._topics: dict[str, TopicAssignment] = {}
+        self._topics: dict[str, TopicRecord] = {}
         self._configs: dict[str, dict[str, str]] = {}
         self._states: dict[TopicPartition, LeaderIsr] = {}
         self._deleting: dict[str, set[tuple[TopicPartition, int]]] = {}
@@ -270,7 +267,7 @@ class Controller:
         return self._epoch_zk_version
 
     @property
-    def live_brokers(self) -> Mapping[int, BrokerRegistration]:
+    def live_brokers(self) -> Mapping[int, LiveBroker]:
         return self._live
 
     @property
@@ -278,7 +275,7 @@ class Controller:
         return frozenset(self._shutting_down)
 
     @property
-    def topics(self) -> Mapping[str, TopicAssignment]:
+    def topics(self) -> Mapping[str, TopicRecord]:
         return self._topics
 
     @property
@@ -323,7 +320,7 @@ class Controller:
         brokers = {b: reg.info for b, reg in self._live.items()}
         return ClusterImage(cluster_id, self.broker_id, brokers, topics)
 
-    def broker_change_events(self, current: Mapping[int, BrokerRegistration]) -> list[Event]:
+    def broker_change_events(self, current: Mapping[int, LiveBroker]) -> list[Event]:
         """Turn the registrations now under ``/brokers/ids`` into events (Kafka's BrokerChange diff)."""
         events: list[Event] = [BrokerExpired(b) for b in sorted(self._live) if b not in current]
         for b, reg in sorted(current.items()):
@@ -504,7 +501,7 @@ class Controller:
             return
         state = LeaderIsr(live[0], 0, live, self._epoch, 0)
         step.created[tp] = state
-        step.writes.append(self._write(ZkOp.CREATE, partition_state_path(tp.topic, tp.partition),
+        step.writes.append(self._write(ZkOp.CREATE, PATHS.partition_state(tp.topic, tp.partition),
                                        encode_partition_state(state), PartitionStateWritten(tp, state), make_parents=True))
 
     def _trigger_online(self, step: _Step) -> None:
@@ -552,7 +549,7 @@ class Controller:
                 self._deleting[name] = {(tp, b) for tp in self._partitions_of(name) for b in self._replicas_of(tp)}
                 self._start_deletion_requests(step, name, self._deleting[name])
             else:
-                step.writes.append(self._write(ZkOp.DELETE, delete_topic_path(name), None, DeletionMarkerRemoved(name)))
+                step.writes.append(self._write(ZkOp.DELETE, PATHS.delete_topic(name), None, DeletionMarkerRemoved(name)))
         for tp in self._active_partitions(step):
             state = self._states[tp]
             dead = {b for b in (*state.isr, state.leader) if b != NO_LEADER and b not in self._live}
@@ -567,7 +564,7 @@ class Controller:
         return self._finish(step)
 
     def _on_broker_registered(self, event: BrokerRegistered) -> ControllerResult:
-        reg = BrokerRegistration(event.broker_id, event.broker_epoch, event.info)
+        reg = LiveBroker(event.broker_id, event.broker_epoch, event.info)
         known = self._live.get(event.broker_id)
         step = _Step()
         if known is not None and known.broker_epoch == event.broker_epoch:
@@ -712,10 +709,10 @@ class Controller:
 
     def _complete_deletion(self, step: _Step, name: str) -> None:
         """Kafka's completeDeleteTopic: topic znode (recursively), config, then the marker, so failover can resume."""
-        step.writes.append(self._write(ZkOp.DELETE, topic_path(name), None, TopicRemoved(name), recursive=True))
+        step.writes.append(self._write(ZkOp.DELETE, PATHS.topic(name), None, TopicRemoved(name), recursive=True))
         if name in self._configs:
-            step.writes.append(self._write(ZkOp.DELETE, topic_config_path(name), None, TopicConfigRemoved(name)))
-        step.writes.append(self._write(ZkOp.DELETE, delete_topic_path(name), None, DeletionMarkerRemoved(name)))
+            step.writes.append(self._write(ZkOp.DELETE, PATHS.config("topics", name), None, TopicConfigRemoved(name)))
+        step.writes.append(self._write(ZkOp.DELETE, PATHS.delete_topic(name), None, DeletionMarkerRemoved(name)))
 
     def _admin_image(self, step: _Step, full_topic: str | None = None) -> ClusterImage:
         """The view topics.py validates against: registered brokers and topic names (one topic in full)."""
@@ -754,12 +751,12 @@ class Controller:
             except KafkaError as err:
                 results.append(TopicResult(nt.name, err.code, err.message))
                 continue
-            topic = TopicAssignment(nt.name, nt.topic_id,
+            topic = TopicRecord(nt.name, nt.topic_id,
                                     {p: ReplicaAssignment(s.replicas) for p, s in planned.partitions.items()})
             if not event.validate_only:
-                step.writes.append(self._write(ZkOp.CREATE, topic_config_path(nt.name), encode_topic_config(nt.configs),
+                step.writes.append(self._write(ZkOp.CREATE, PATHS.config("topics", nt.name), zk.encode_config(nt.configs),
                                                TopicConfigWritten(nt.name, dict(nt.configs)), make_parents=True))
-                step.writes.append(self._write(ZkOp.CREATE, topic_path(nt.name), encode_topic_assignment(topic),
+                step.writes.append(self._write(ZkOp.CREATE, PATHS.topic(nt.name), encode_topic(topic),
                                                TopicAssignmentWritten(topic), make_parents=True))
                 step.topics[nt.name] = topic
                 for p, a in sorted(topic.partitions.items()):
@@ -783,7 +780,7 @@ class Controller:
             elif name in self._deleting:
                 results.append(TopicResult(name, ErrorCode.NONE))
             else:
-                step.writes.append(self._write(ZkOp.CREATE, delete_topic_path(name), None, TopicDeletionQueued(name),
+                step.writes.append(self._write(ZkOp.CREATE, PATHS.delete_topic(name), None, TopicDeletionQueued(name),
                                                make_parents=True))
                 step.queued_deletions.add(name)
                 pending = {(tp, b) for tp in self._partitions_of(name) for b in self._replicas_of(tp)}
@@ -812,7 +809,7 @@ class Controller:
             added = {p: ReplicaAssignment(s.replicas) for p, s in planned.partitions.items() if p not in old.partitions}
             topic = replace(old, partitions={**old.partitions, **added})
             if not event.validate_only:
-                step.writes.append(self._write(ZkOp.SET, topic_path(np.name), encode_topic_assignment(topic),
+                step.writes.append(self._write(ZkOp.SET, PATHS.topic(np.name), encode_topic(topic),
                                                TopicAssignmentWritten(topic)))
                 step.topics[np.name] = topic
                 for p, a in sorted(added.items()):
@@ -827,7 +824,7 @@ class Controller:
         writes = list(step.writes)
         for tp in sorted(step.staged):
             state = step.staged[tp]
-            writes.append(self._write(ZkOp.SET, partition_state_path(tp.topic, tp.partition),
+            writes.append(self._write(ZkOp.SET, PATHS.partition_state(tp.topic, tp.partition),
                                       encode_partition_state(state), PartitionStateWritten(tp, state),
                                       expected_version=self._states[tp].partition_epoch))
             if tp in step.notify:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from headwater.controller.znodes import LeaderIsr, TopicAssignment, TopicPartition
+from headwater.controller.znodes import PATHS, LeaderIsr, TopicPartition, TopicRecord
 from headwater.metadata.image import BrokerInfo
 from headwater.protocol.errors import ErrorCode
 
@@ -33,7 +33,7 @@ class PartitionStateWritten:
 
 @dataclass(frozen=True, slots=True)
 class TopicAssignmentWritten:
-    topic: TopicAssignment
+    topic: TopicRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +106,26 @@ class ZkWrite:
     expected_version: int = -1
     make_parents: bool = False
     recursive: bool = False
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        """With ``make_parents``: the ancestors to create (null data) when missing, outermost first.
+
+        Kafka's top-level paths (which every broker creates at start) and their ancestors are left out,
+        so for a partition state this is ``.../partitions`` and ``.../partitions/<p>``.
+        """
+        if not self.make_parents:
+            return ()
+        parts = self.path.strip("/").split("/")
+        ancestors = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+        fixed = {a for top in PATHS.TOP_LEVEL for a in _with_ancestors(top)}
+        topic_znode = self.path.startswith(PATHS.BROKER_TOPICS + "/") and len(parts) > 3
+        return tuple(a for a in ancestors if a not in fixed and not (topic_znode and a.count("/") == 3))
+
+
+def _with_ancestors(path: str) -> list[str]:
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 # --- requests to brokers ------------------------------------------------------------------------

@@ -58,21 +58,18 @@ from headwater.controller.events import (
     StopReplicaResponseReceived,
 )
 from headwater.controller.znodes import (
-    BROKER_IDS_PATH,
-    CONTROLLER_EPOCH_PATH,
-    CONTROLLER_PATH,
-    BrokerRegistration,
+    PATHS,
     LeaderIsr,
+    LiveBroker,
     TopicPartition,
     ZkSnapshot,
     Znode,
-    broker_path,
-    decode_broker_registration,
+    decode_live_broker,
     decode_partition_state,
-    decode_topic_assignment,
-    encode_broker_registration,
+    decode_topic,
     snapshot_from_znodes,
 )
+from headwater.metadata import zk
 from headwater.metadata.image import BrokerInfo
 from headwater.protocol.errors import ErrorCode
 
@@ -130,34 +127,35 @@ class FakeZk:
         return gone
 
     def register_broker(self, info: BrokerInfo, session: int, now_ms: int) -> int:
-        path = broker_path(info.broker_id)
+        path = PATHS.broker(info.broker_id)
         assert path not in self.nodes, path
         czxid = self._zxid()
-        self.nodes[path] = _Node(encode_broker_registration(info, now_ms), 1, czxid, session)
+        reg = zk.BrokerRegistration(info.broker_id, (zk.Endpoint("PLAINTEXT", info.host, info.port),), now_ms, info.rack)
+        self.nodes[path] = _Node(zk.encode_broker(reg), 1, czxid, session)
         return czxid
 
-    def registrations(self) -> dict[int, BrokerRegistration]:
+    def registrations(self) -> dict[int, LiveBroker]:
         out = {}
         for path, node in self.nodes.items():
-            if path.startswith(BROKER_IDS_PATH + "/") and node.data:
+            if path.startswith(PATHS.BROKER_IDS + "/") and node.data:
                 b = int(path.rsplit("/", 1)[1])
-                out[b] = decode_broker_registration(b, node.data, node.czxid)
+                out[b] = decode_live_broker(b, node.data, node.czxid)
         return out
 
     def controller_id(self) -> int | None:
-        node = self.nodes.get(CONTROLLER_PATH)
+        node = self.nodes.get(PATHS.CONTROLLER)
         return None if node is None or node.data is None else int(json.loads(node.data)["brokerid"])
 
     def elect(self, broker_id: int, session: int) -> tuple[int, int] | None:
         """``registerControllerAndIncrementControllerEpoch``: create /controller and bump the epoch in one multi."""
-        if CONTROLLER_PATH in self.nodes:
+        if PATHS.CONTROLLER in self.nodes:
             return None
-        epoch_node = self.nodes.get(CONTROLLER_EPOCH_PATH)
+        epoch_node = self.nodes.get(PATHS.CONTROLLER_EPOCH)
         if epoch_node is None:
-            epoch_node = self.nodes[CONTROLLER_EPOCH_PATH] = _Node(b"0", 0, self._zxid())
+            epoch_node = self.nodes[PATHS.CONTROLLER_EPOCH] = _Node(b"0", 0, self._zxid())
         old = int(epoch_node.data or b"0")
         doc = {"version": 2, "brokerid": broker_id, "timestamp": "0", "kraftControllerEpoch": -1}
-        self.nodes[CONTROLLER_PATH] = _Node(json.dumps(doc).encode(), 0, self._zxid(), session)
+        self.nodes[PATHS.CONTROLLER] = _Node(json.dumps(doc).encode(), 0, self._zxid(), session)
         epoch_node.data = str(old + 1).encode()
         epoch_node.version += 1
         return old + 1, epoch_node.version
@@ -169,7 +167,7 @@ class FakeZk:
 
     def apply_fenced(self, w: ZkWrite) -> str | None:
         """None if applied; otherwise why the multi failed ("epoch" for the fence)."""
-        epoch_node = self.nodes.get(CONTROLLER_EPOCH_PATH)
+        epoch_node = self.nodes.get(PATHS.CONTROLLER_EPOCH)
         if epoch_node is None or epoch_node.version != w.controller_epoch_version:
             return "epoch"
         node = self.nodes.get(w.path)
@@ -204,11 +202,11 @@ class FakeZk:
         tp = TopicPartition(parts[3], int(parts[5]))
         node = self.nodes[path]
         assert node.data is not None
-        state = decode_partition_state(node.data, node.version)
+        state = decode_partition_state(tp, node.data, node.version)
         topic_node = self.nodes.get(f"/brokers/topics/{tp.topic}")
         if topic_node is None or topic_node.data is None:
             raise Violation(f"state written for {tp} without a topic znode")
-        replicas = decode_topic_assignment(tp.topic, topic_node.data).partitions[tp.partition].replicas
+        replicas = decode_topic(tp.topic, topic_node.data).partitions[tp.partition].replicas
         if not state.isr or len(set(state.isr)) != len(state.isr) or not set(state.isr) <= set(replicas):
             raise Violation(f"bad ISR in ZooKeeper for {tp}: {state} replicas {replicas}")
         if state.leader != -1 and state.leader not in state.isr:
@@ -412,7 +410,7 @@ class Simulation:
         self.next_request += 1
         ctl = self.zk.controller_id()
         if ctl is not None:
-            epoch = int(self.zk.nodes[CONTROLLER_EPOCH_PATH].data or b"0")
+            epoch = int(self.zk.nodes[PATHS.CONTROLLER_EPOCH].data or b"0")
             self.send(b.broker_id, ctl, ToController(event, self.next_request, epoch))
         return self.next_request
 
@@ -489,7 +487,7 @@ class Simulation:
             return
         gone = self.zk.close_session(b.session)
         b.session = None
-        if any(p.startswith(BROKER_IDS_PATH) for p in gone):
+        if any(p.startswith(PATHS.BROKER_IDS) for p in gone):
             self.broker_change_pending = True
         self.log(f"session of broker {b.broker_id} closed: {sorted(gone)}")
 

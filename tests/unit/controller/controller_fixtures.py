@@ -10,11 +10,11 @@ from headwater.controller.controller import Controller, ControllerConfig
 from headwater.controller.effects import BrokerRequest, ControllerResult
 from headwater.controller.events import ControllerElected, Event
 from headwater.controller.znodes import (
-    BrokerRegistration,
     LeaderIsr,
+    LiveBroker,
     ReplicaAssignment,
-    TopicAssignment,
     TopicPartition,
+    TopicRecord,
     ZkSnapshot,
 )
 from headwater.metadata.image import BrokerInfo
@@ -24,8 +24,8 @@ R = TypeVar("R", bound=BrokerRequest)
 EPOCH_VERSION = 7
 
 
-def reg(broker: int, epoch: int | None = None, rack: str | None = None) -> BrokerRegistration:
-    return BrokerRegistration(broker, 100 + broker if epoch is None else epoch, BrokerInfo(broker, f"b{broker}", 9090 + broker, rack))
+def reg(broker: int, epoch: int | None = None, rack: str | None = None) -> LiveBroker:
+    return LiveBroker(broker, 100 + broker if epoch is None else epoch, BrokerInfo(broker, f"b{broker}", 9090 + broker, rack))
 
 
 def tp(topic: str, partition: int = 0) -> TopicPartition:
@@ -41,7 +41,7 @@ def snapshot(
 ) -> ZkSnapshot:
     """``states``: (leader, leader_epoch, isr, partition_epoch) per partition."""
     topic_map = {
-        name: TopicAssignment(name, uuid.UUID(int=i + 1), {p: ReplicaAssignment(r) for p, r in parts.items()})
+        name: TopicRecord(name, uuid.UUID(int=i + 1), {p: ReplicaAssignment(r) for p, r in parts.items()})
         for i, (name, parts) in enumerate(sorted((topics or {}).items()))
     }
     state_map = {t: LeaderIsr(leader, le, isr, 1, pe) for t, (leader, le, isr, pe) in (states or {}).items()}

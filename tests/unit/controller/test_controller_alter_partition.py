@@ -20,7 +20,7 @@ from headwater.controller.events import (
     BrokerExpired,
     ControlledShutdownRequested,
 )
-from headwater.controller.znodes import LeaderIsr, partition_state_path
+from headwater.controller.znodes import PATHS, LeaderIsr
 from headwater.protocol.errors import ErrorCode
 
 # t-0: replicas 1,2,3,4; leader 1 at leader epoch 5; ISR 1,2; partition epoch 8.
@@ -50,7 +50,7 @@ def test_expansion_is_written_with_the_same_leader_epoch() -> None:
     ev = AlterPartitionReceived(1, 101, (AlterPartitionItem("t", 0, 5, (1, 2, 3), 8),))
     result = ctl.handle(ev)
     (write,) = result.writes
-    assert write.op is ZkOp.SET and write.path == partition_state_path("t", 0) and write.expected_version == 8
+    assert write.op is ZkOp.SET and write.path == PATHS.partition_state("t", 0) and write.expected_version == 8
     assert json.loads(write.data or b"")["isr"] == [1, 2, 3]
     assert ctl.states[tp("t")].isr == (1, 2), "nothing changes before the write is applied"
     ctl.apply(write)
@@ -144,4 +144,4 @@ def test_partitions_are_answered_one_by_one() -> None:
     result = run(ctl, ev)
     assert isinstance(result.response, AlterPartitionResponse)
     assert [p.error for p in result.response.partitions] == [ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH]
-    assert [w.path for w in result.writes] == [partition_state_path("a", 0)]
+    assert [w.path for w in result.writes] == [PATHS.partition_state("a", 0)]

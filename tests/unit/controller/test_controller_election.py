@@ -21,7 +21,7 @@ from headwater.controller.effects import (
     ZkOp,
 )
 from headwater.controller.events import BrokerExpired, BrokerRegistered, TopicConfigChanged
-from headwater.controller.znodes import LeaderIsr, partition_state_path
+from headwater.controller.znodes import PATHS, LeaderIsr
 
 
 def test_every_election_strategy_has_a_written_rule() -> None:
@@ -86,7 +86,7 @@ def test_failover_elects_where_the_leader_died_while_no_controller_ran() -> None
     snap = snapshot(brokers=(2, 3), topics={"t": {0: (1, 2, 3)}}, states={tp("t"): (1, 4, (1, 2, 3), 9)})
     ctl, result = elect(snap)
     (write,) = result.writes
-    assert write.op is ZkOp.SET and write.path == partition_state_path("t", 0)
+    assert write.op is ZkOp.SET and write.path == PATHS.partition_state("t", 0)
     assert write.expected_version == 9 and write.controller_epoch_version == EPOCH_VERSION
     assert json.loads(write.data or b"") == {"controller_epoch": 2, "leader": 2, "version": 1, "leader_epoch": 5, "isr": [2, 3]}
     assert ctl.states[tp("t")] == LeaderIsr(2, 5, (2, 3), 2, 10)
@@ -98,7 +98,7 @@ def test_failover_creates_states_the_previous_controller_never_wrote() -> None:
     snap = snapshot(brokers=(1, 2), topics={"t": {0: (3, 2, 1)}})
     ctl, result = elect(snap)
     (write,) = result.writes
-    assert write.op is ZkOp.CREATE and write.make_parents and write.path == partition_state_path("t", 0)
+    assert write.op is ZkOp.CREATE and write.make_parents and write.path == PATHS.partition_state("t", 0)
     assert ctl.states[tp("t")] == LeaderIsr(2, 0, (2, 1), 2, 0)
     assert all(p.is_new for r in requests(result, LeaderAndIsrRequest).values() for p in r.partitions)
 
@@ -116,7 +116,7 @@ def test_broker_failure_moves_leadership_and_shrinks_isrs() -> None:
                     states={tp("t", 0): (1, 4, (1, 2, 3), 9), tp("t", 1): (2, 0, (2, 1, 3), 0)})
     ctl, _ = elect(snap)
     result = run(ctl, BrokerExpired(1))
-    assert {w.path for w in result.writes} == {partition_state_path("t", 0), partition_state_path("t", 1)}
+    assert {w.path for w in result.writes} == {PATHS.partition_state("t", 0), PATHS.partition_state("t", 1)}
     assert ctl.states[tp("t", 0)] == LeaderIsr(2, 5, (2, 3), 2, 10)
     assert ctl.states[tp("t", 1)] == LeaderIsr(2, 1, (2, 3), 2, 1)   # follower removal bumps the leader epoch too
     lai = requests(result, LeaderAndIsrRequest)

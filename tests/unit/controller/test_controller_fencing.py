@@ -23,9 +23,11 @@ from headwater.controller.events import (
     BrokerRegistered,
     ControlledShutdownRequested,
     ControllerElected,
+    CreatePartitionsRequested,
     CreateTopicsRequested,
     DeleteTopicsRequested,
     Event,
+    NewPartitions,
     NewTopic,
     Resigned,
 )
@@ -116,3 +118,13 @@ def test_validate_state_catches_a_broken_cache() -> None:
     ctl._states[tp("t")] = LeaderIsr(4, 1, (1, 2), 2, 1)   # leader outside the ISR
     with pytest.raises(AssertionError):
         ctl.validate_state()
+
+
+def test_parents_to_create_for_a_partition_state() -> None:
+    ctl = cluster()
+    writes = ctl.handle(CreatePartitionsRequested((NewPartitions("t", 2),))).writes
+    assert writes[0].parents == ()                                       # the topic znode: SET, no parents
+    assert writes[1].path == "/brokers/topics/t/partitions/1/state"
+    assert writes[1].parents == ("/brokers/topics/t/partitions", "/brokers/topics/t/partitions/1")
+    marker = ctl.handle(DeleteTopicsRequested(("t",))).writes[0]
+    assert marker.make_parents and marker.parents == ()                  # /admin/delete_topics exists from start
