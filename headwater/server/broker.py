@@ -16,7 +16,7 @@ import shutil
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,10 +42,12 @@ from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.protocol.fetch import FetchPartitionData, FetchTopicData, NodeEndpoint, encode_fetch_response
 from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
+from headwater.replication.partition import LeaderAndIsrState
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import Connection, Reply, serve_connection_factory
 from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
-from headwater.storage import LogConfig, LogManager, PartitionLog
+from headwater.server.replica_manager import Hosted, ReplicaManager
+from headwater.storage import LogConfig, LogManager
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,16 @@ class Broker:
             window_seconds=float(config.props.get("controller.quota.window.size.seconds", quota.DEFAULT_WINDOW_SECONDS)),
         )
         self._configure_quotas()
+        self.broker_epoch = -1
+        self.replicas = ReplicaManager(
+            config.broker_id, self.logs,
+            replica_lag_time_max_ms=int(config.props.get("replica.lag.time.max.ms", 30000)),
+            replica_fetch_backoff_ms=int(config.props.get("replica.fetch.backoff.ms", 1000)),
+            wake=self._wake,
+            broker_address=self._broker_address,
+            controller_id=lambda: self.image.controller_id,
+            broker_epoch=lambda: self.broker_epoch,
+        )
         self._rng = random.Random()
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[Connection] = set()
@@ -132,14 +144,13 @@ class Broker:
         # no longer exist, so the disk matches the image before the first client arrives.
         wanted = set()
         for topic in self.image.topics.values():
-            cfg = self._log_config(topic)
             for p in topic.partitions:
                 wanted.add((topic.name, p))
-                plog = self.logs.get_or_create(topic.name, p, cfg)
-                plog.high_watermark = plog.log_end_offset
+            self._lead_standalone(topic, topic.partitions)
         for plog in self.logs.all_logs():
             if (plog.topic, plog.partition) not in wanted:
                 self.logs.delete(plog.topic, plog.partition)
+        self.replicas.start()
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
             server = await loop.create_server(
@@ -229,26 +240,25 @@ class Broker:
 
     # --- helpers --------------------------------------------------------------------------------
 
-    def _partition_log(self, topic: str, partition: int) -> tuple[TopicImage, PartitionLog]:
+    def _leader(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Hosted:
+        """The partition, if this broker leads it; else the error a client expects."""
         t = self.image.topics.get(topic)
         if t is None or partition not in t.partitions:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        state = t.partitions[partition]
-        if state.leader != self.config.broker_id:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.")
-        plog = self.logs.get(topic, partition)
-        if plog is None:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "The log of this partition is not available.")
-        return t, plog
+        return self.replicas.leader(topic, partition, current_leader_epoch)
 
-    def _check_leader_epoch(self, topic: TopicImage, partition: int, current_leader_epoch: int) -> None:
-        if current_leader_epoch < 0:
-            return
-        epoch = topic.partitions[partition].leader_epoch
-        if current_leader_epoch < epoch:
-            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
-        if current_leader_epoch > epoch:
-            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        b = self.image.brokers.get(broker_id)
+        return (b.host, b.port) if b is not None else None
+
+    def _lead_standalone(self, topic: TopicImage, partitions: Iterable[int]) -> None:
+        """Without a controller this broker leads every partition with itself as the whole ISR."""
+        cfg = self._log_config(topic)
+        me = self.config.broker_id
+        for p in partitions:
+            state = topic.partitions[p]
+            self.replicas.become(topic.name, p, LeaderAndIsrState(me, state.leader_epoch, (me,), 0, (me,)),
+                                 topic_id=topic.topic_id, config=cfg, min_insync_replicas=1)
 
     def _wake(self, topic: str, partition: int) -> None:
         waiters = self._waiters.pop((topic, partition), None)
@@ -356,28 +366,30 @@ class Broker:
 
     # --- Produce ----------------------------------------------------------------------------------
 
-    def produce(self, req: Request) -> Any:
+    async def produce(self, req: Request) -> Any:
         body = req.body
         acks = body.acks
         resp_cls = req.spec.response
         topic_resp_cls = resp_cls.TopicProduceResponse
         part_resp_cls = topic_resp_cls.PartitionProduceResponse
-        now_ms = _now_ms()
         results = []
+        waits: list[tuple[Any, asyncio.Future[ErrorCode]]] = []
         for topic_data in body.topic_data:
             name = topic_data.name
             parts = []
             for pd in topic_data.partition_data:
                 base_offset, log_start, code, message = -1, -1, ErrorCode.NONE, None
+                wait = None
                 try:
                     if acks not in (-1, 0, 1):
                         raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
                     if body.transactional_id is not None:
                         raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
-                    topic, plog = self._partition_log(name, pd.index)
+                    hosted = self._leader(name, pd.index)
                     records = pd.records
                     if not records:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "empty records")
+                    topic = self.image.topics[name]
                     max_bytes = int(effective_topic_config(topic.configs, self.config.props)["max.message.bytes"][0])
                     for _pos, header in iter_batches(records, verify_crc=False):
                         if header.size > max_bytes:
@@ -385,21 +397,25 @@ class Broker:
                                 ErrorCode.MESSAGE_TOO_LARGE,
                                 f"The batch of {header.size} bytes is larger than max.message.bytes={max_bytes}",
                             )
-                    epoch = topic.partitions[pd.index].leader_epoch
-                    result = plog.append_as_leader(bytearray(records), epoch, now_ms)
-                    # One replica is the whole ISR here, so what is appended is committed.
-                    plog.high_watermark = plog.log_end_offset
-                    base_offset, log_start = result.base_offset, plog.log_start_offset
-                    if not result.duplicate:
-                        self._wake(name, pd.index)
+                    base_offset, wait = self.replicas.append(hosted, bytearray(records), acks, body.timeout_ms)
+                    log_start = hosted.plog.log_start_offset
                 except KafkaError as exc:
                     code, message = exc.code, exc.message
                 except ValueError as exc:  # a malformed batch header
                     code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)
-                parts.append(part_resp_cls(index=pd.index, error_code=code, base_offset=base_offset,
-                                           log_append_time_ms=-1, log_start_offset=log_start, record_errors=[],
-                                           error_message=message))
+                part = part_resp_cls(index=pd.index, error_code=code, base_offset=base_offset,
+                                     log_append_time_ms=-1, log_start_offset=log_start, record_errors=[],
+                                     error_message=message)
+                parts.append(part)
+                if wait is not None:
+                    waits.append((part, wait))
             results.append(topic_resp_cls(name=name, partition_responses=parts))
+        # acks=all: answer once the high watermark covers every batch (or each one failed).
+        for part, wait in waits:
+            error = await wait
+            if error != ErrorCode.NONE:
+                part.error_code = error
+                part.error_message = None
         if acks == 0:
             return None
         return req.response(responses=results, throttle_time_ms=0)
@@ -408,7 +424,9 @@ class Broker:
 
     def _read_fetch(self, req: Request) -> tuple[list[FetchTopicData], int]:
         body = req.body
-        is_follower = (body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)) >= 0
+        replica_id = body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)
+        replica_epoch = -1 if req.version < 15 or body.replica_state is None else body.replica_state.replica_epoch
+        is_follower = replica_id >= 0
         budget = body.max_bytes if req.version >= 3 else 2**31 - 1
         total = 0
         topics: list[FetchTopicData] = []
@@ -427,24 +445,43 @@ class Broker:
                 try:
                     if image_topic is None and req.version >= 13:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
-                    topic, plog = self._partition_log(name, fp.partition)
-                    if req.version >= 9:
-                        self._check_leader_epoch(topic, fp.partition, fp.current_leader_epoch)
-                    hw = plog.high_watermark
-                    data.high_watermark = hw
-                    data.last_stable_offset = hw
-                    data.log_start_offset = plog.log_start_offset
+                    current_epoch = fp.current_leader_epoch if req.version >= 9 else -1
                     limit = min(fp.partition_max_bytes, max(budget - total, 0))
-                    result = plog.read(
-                        fp.fetch_offset,
-                        limit,
-                        max_offset=None if is_follower else hw,
-                        min_one_batch=total == 0,
-                    )
-                    data.records = result.slices
-                    total += result.size_bytes
+                    if is_follower:
+                        hosted = self.replicas.hosted(name, fp.partition)
+                        if hosted is None:
+                            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                        decision = self.replicas.follower_fetch(
+                            hosted, replica_id, replica_epoch, fp.fetch_offset, current_epoch,
+                            fp.last_fetched_epoch if req.version >= 12 else -1,
+                            fp.log_start_offset if req.version >= 5 else -1,
+                        )
+                        data.error_code = decision.error
+                        data.high_watermark = decision.high_watermark
+                        data.last_stable_offset = decision.high_watermark
+                        data.log_start_offset = decision.log_start_offset
+                        if decision.diverging_epoch is not None:
+                            data.diverging_epoch = (decision.diverging_epoch.epoch, decision.diverging_epoch.end_offset)
+                        if decision.read_records:
+                            result = hosted.plog.read(fp.fetch_offset, limit, max_offset=None, min_one_batch=total == 0)
+                            data.records = result.slices
+                            total += result.size_bytes
+                    else:
+                        hosted = self._leader(name, fp.partition, current_epoch)
+                        plog = hosted.plog
+                        hw = plog.high_watermark
+                        data.high_watermark = hw
+                        data.last_stable_offset = hw
+                        data.log_start_offset = plog.log_start_offset
+                        result = plog.read(fp.fetch_offset, limit, max_offset=hw, min_one_batch=total == 0)
+                        data.records = result.slices
+                        total += result.size_bytes
                 except KafkaError as exc:
                     data.error_code = exc.code
+                if data.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and image_topic:
+                    state = image_topic.partitions.get(fp.partition)
+                    if state is not None and req.version >= 12:
+                        data.current_leader = (state.leader, state.leader_epoch)
                 out.partitions.append(data)
             topics.append(out)
         return topics, total
@@ -459,7 +496,7 @@ class Broker:
         else:
             topics, total = self._read_fetch(req)
             if total < body.min_bytes and body.max_wait_ms > 0 and not any(
-                p.error_code for t in topics for p in t.partitions
+                p.error_code or p.diverging_epoch for t in topics for p in t.partitions
             ):
                 await self._wait_for_data(topics, body.max_wait_ms / 1000.0)
                 topics, total = self._read_fetch(req)
@@ -503,12 +540,12 @@ class Broker:
             for p in t.partitions:
                 code, ts, offset, epoch = ErrorCode.NONE, -1, -1, -1
                 try:
-                    topic, plog = self._partition_log(t.name, p.partition_index)
-                    if req.version >= 4:
-                        self._check_leader_epoch(topic, p.partition_index, p.current_leader_epoch)
-                    epoch = topic.partitions[p.partition_index].leader_epoch
+                    hosted = self._leader(t.name, p.partition_index, p.current_leader_epoch if req.version >= 4 else -1)
+                    plog = hosted.plog
+                    epoch = hosted.replica.leader_epoch
                     if p.timestamp == LATEST_TIMESTAMP:
-                        offset = plog.high_watermark
+                        # A follower resetting its fetch position needs the log end, a consumer the high watermark.
+                        offset = plog.log_end_offset if req.body.replica_id >= 0 else plog.high_watermark
                     elif p.timestamp == EARLIEST_TIMESTAMP:
                         offset = plog.log_start_offset
                     elif p.timestamp == MAX_TIMESTAMP:
@@ -534,9 +571,8 @@ class Broker:
             for p in t.partitions:
                 code, epoch, end = ErrorCode.NONE, -1, -1
                 try:
-                    topic, plog = self._partition_log(t.topic, p.partition)
-                    self._check_leader_epoch(topic, p.partition, p.current_leader_epoch)
-                    epoch, end = plog.end_offset_for_epoch(p.leader_epoch)
+                    hosted = self._leader(t.topic, p.partition, p.current_leader_epoch)
+                    epoch, end = hosted.plog.end_offset_for_epoch(p.leader_epoch)
                 except KafkaError as exc:
                     code = exc.code
                 parts.append(part_cls(error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end))
@@ -589,11 +625,7 @@ class Broker:
         if not rq.try_consume(len(topic.partitions)):
             raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
         self._set_image(self.image.with_topic(topic))
-        cfg = self._log_config(topic)
-        for p, state in topic.partitions.items():
-            if self.config.broker_id in state.replicas:
-                plog = self.logs.get_or_create(name, p, cfg)
-                plog.high_watermark = plog.log_end_offset
+        self._lead_standalone(topic, topic.partitions)
         log.info("created topic %s with %d partitions", name, len(topic.partitions))
         return topic
 
@@ -643,9 +675,7 @@ class Broker:
             raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
         self._set_image(self.image.without_topic(name))
         for p in topic.partitions:
-            if self.logs.get(name, p) is not None:
-                self.logs.delete(name, p)
-            self._wake(name, p)
+            self.replicas.stop_replica(name, p, delete=True)
         log.info("deleted topic %s", name)
         return topic
 
@@ -690,10 +720,7 @@ class Broker:
                     if not rq.try_consume(len(topic.partitions) - len(old)):
                         raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
                     self._set_image(self.image.with_topic(topic))
-                    cfg = self._log_config(topic)
-                    for p, state in topic.partitions.items():
-                        if p not in old and self.config.broker_id in state.replicas:
-                            self.logs.get_or_create(t.name, p, cfg)
+                    self._lead_standalone(topic, [p for p in topic.partitions if p not in old])
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             results.append(result_cls(name=t.name, error_code=code, error_message=message))
@@ -708,7 +735,7 @@ class Broker:
             for p in t.partitions:
                 code, low = ErrorCode.NONE, -1
                 try:
-                    _topic, plog = self._partition_log(t.name, p.partition_index)
+                    plog = self._leader(t.name, p.partition_index).plog
                     target = plog.high_watermark if p.offset == -1 else p.offset
                     if target < 0 or target > plog.high_watermark:
                         raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)

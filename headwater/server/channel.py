@@ -1,0 +1,110 @@
+"""Broker-to-broker connections: the controller's channel to each broker, follower fetchers, and
+AlterPartition to the controller.
+
+One :class:`BrokerChannel` per (destination, purpose), as Kafka keeps separate connections so a
+slow fetch never delays a LeaderAndIsr. Requests are pipelined and matched to responses by
+correlation id; a connection error fails the requests in flight and the next request reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+from typing import Any
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+CONNECT_TIMEOUT_S = 5.0
+
+
+class ChannelError(Exception):
+    """The destination could not be reached, or the connection broke with requests in flight."""
+
+
+class BrokerChannel:
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, tuple[asyncio.Future[Any], Any, int]] = {}
+        self._correlation = itertools.count(1)
+        self._read_task: asyncio.Task[None] | None = None
+        self._connect_lock = asyncio.Lock()
+        self.closed = False
+
+    async def _ensure(self) -> asyncio.StreamWriter:
+        async with self._connect_lock:
+            if self._writer is not None and not self._writer.is_closing():
+                return self._writer
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(self.host, self.port, limit=64 * 1024 * 1024), CONNECT_TIMEOUT_S
+                )
+            except (OSError, TimeoutError) as exc:
+                raise ChannelError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+            self._reader, self._writer = reader, writer
+            self._read_task = asyncio.get_running_loop().create_task(self._read_loop(reader))
+            return writer
+
+    async def request(self, request: Any, version: int, timeout_s: float = 30.0) -> Any:
+        """Send a kafka-python request object at ``version``; return the decoded response."""
+        if self.closed:
+            raise ChannelError("channel closed")
+        writer = await self._ensure()
+        correlation_id = next(self._correlation)
+        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (fut, request.header.get_response_class(), version)
+        try:
+            writer.write(request.encode(header=True, framed=True))
+            return await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            self._fail_all(ChannelError(f"request to {self.host}:{self.port} timed out"))
+            raise ChannelError(f"request to {self.host}:{self.port} timed out") from None
+        finally:
+            self._pending.pop(correlation_id, None)
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                size = _SIZE.unpack(await reader.readexactly(4))[0]
+                payload = await reader.readexactly(size)
+                correlation_id = _SIZE.unpack_from(payload, 0)[0]
+                entry = self._pending.get(correlation_id)
+                if entry is None:
+                    continue
+                fut, response_cls, version = entry
+                try:
+                    resp = response_cls.decode(payload, version=version, header=True)
+                except Exception as exc:
+                    if not fut.done():
+                        fut.set_exception(ChannelError(f"undecodable response: {exc}"))
+                    continue
+                if not fut.done():
+                    fut.set_result(resp)
+        except (asyncio.IncompleteReadError, OSError) as exc:
+            self._fail_all(ChannelError(f"connection to {self.host}:{self.port} lost: {exc}"))
+        except asyncio.CancelledError:
+            self._fail_all(ChannelError("channel closed"))
+            raise
+
+    def _fail_all(self, exc: Exception) -> None:
+        for fut, _cls, _v in self._pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        self._pending.clear()
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = None
+
+    async def close(self) -> None:
+        self.closed = True
+        if self._read_task is not None:
+            self._read_task.cancel()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None

@@ -1,0 +1,493 @@
+"""The broker's replicas: the I/O around the replication core, one ``PartitionReplica`` per partition.
+
+The core (``headwater/replication``) decides; this module carries out what it asks for, in the
+order ``docs/replication.md`` gives: LeaderAndIsr and StopReplica from the controller, local
+appends and acks=all waits, follower fetches the leader answers, the follower fetch loops, the
+periodic ISR check, and AlterPartition to the controller.
+
+A standalone broker uses the same path: it hands itself a LeaderAndIsr for each partition
+(leader itself, ISR itself), so produce and fetch never take a different road with or without a
+cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.protocol.apis import ApiKey
+from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.protocol.interbroker import AlterPartitionRequest
+from headwater.replication.acks import PendingAcks
+from headwater.replication.follower import (
+    AppendRecords,
+    FetchRequestFields,
+    ListLeaderOffsets,
+    PartitionFetchResponse,
+    Truncate,
+    TruncateFullyAndStartAt,
+)
+from headwater.replication.partition import (
+    AlterPartitionProposal,
+    AlterPartitionResponse,
+    FollowerFetch,
+    LeaderAndIsrState,
+    PartitionReplica,
+    Role,
+)
+from headwater.replication.types import EpochEndOffset, HighWatermarkUpdate
+from headwater.server.channel import BrokerChannel, ChannelError
+from headwater.storage import LogConfig, LogManager, PartitionLog
+
+log = logging.getLogger(__name__)
+
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 10 * 1024 * 1024
+FETCH_PARTITION_MAX_BYTES = 1024 * 1024
+ALTER_PARTITION_RETRY_S = 0.2
+EARLIEST, LATEST = -2, -1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Hosted:
+    """One partition this broker holds a replica of."""
+
+    replica: PartitionReplica
+    plog: PartitionLog
+    topic_id: Any = None
+    acks: PendingAcks[asyncio.Future[ErrorCode]] = field(default_factory=PendingAcks)
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        logs: LogManager,
+        *,
+        replica_lag_time_max_ms: int,
+        replica_fetch_backoff_ms: int,
+        wake: Callable[[str, int], None],
+        broker_address: Callable[[int], tuple[str, int] | None],
+        controller_id: Callable[[], int],
+        broker_epoch: Callable[[], int],
+    ) -> None:
+        self.broker_id = broker_id
+        self.logs = logs
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.replica_fetch_backoff_ms = replica_fetch_backoff_ms
+        self._wake = wake
+        self._broker_address = broker_address
+        self._controller_id = controller_id
+        self._broker_epoch = broker_epoch
+        self.partitions: dict[tuple[str, int], Hosted] = {}
+        self.controller_epoch = -1
+        self._fetchers: dict[int, asyncio.Task[None]] = {}
+        self._fetch_wakeups: dict[int, asyncio.Event] = {}
+        self._channels: dict[tuple[int, str], BrokerChannel] = {}
+        self._alter_queue: dict[tuple[str, int], AlterPartitionProposal] = {}
+        self._alter_event = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._isr_loop()))
+        self._tasks.append(loop.create_task(self._alter_partition_loop()))
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in [*self._tasks, *self._fetchers.values()]:
+            task.cancel()
+        for task in [*self._tasks, *self._fetchers.values()]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for ch in self._channels.values():
+            await ch.close()
+
+    # --- controller requests ------------------------------------------------------------------------
+
+    def check_controller_epoch(self, controller_epoch: int) -> ErrorCode:
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = controller_epoch
+        return ErrorCode.NONE
+
+    def become(
+        self, topic: str, partition: int, state: LeaderAndIsrState, *, topic_id: Any, config: LogConfig,
+        min_insync_replicas: int,
+    ) -> ErrorCode:
+        """Apply one partition state of a LeaderAndIsr request."""
+        key = (topic, partition)
+        hosted = self.partitions.get(key)
+        if hosted is None:
+            plog = self.logs.get_or_create(topic, partition, config)
+            replica = PartitionReplica(
+                topic, partition, self.broker_id,
+                replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                min_insync_replicas=min_insync_replicas,
+                replica_fetch_backoff_ms=self.replica_fetch_backoff_ms,
+            )
+            hosted = Hosted(replica, plog, topic_id)
+            self.partitions[key] = hosted
+        hosted.topic_id = topic_id
+        replica, plog = hosted.replica, hosted.plog
+        now = now_ms()
+        replica.set_min_insync_replicas(min_insync_replicas, now)
+        old_leader = replica.leader_id if replica.role == Role.FOLLOWER else None
+        out = replica.apply_leader_and_isr(
+            state, log_end_offset=plog.log_end_offset, latest_epoch=plog.latest_epoch(),
+            high_watermark=plog.high_watermark, now_ms=now,
+        )
+        if out.error != ErrorCode.NONE:
+            return out.error
+        if out.assign_epoch is not None:
+            plog.epochs.assign(out.assign_epoch.epoch, out.assign_epoch.start_offset)
+        if out.high_watermark is not None:
+            self._apply_hw(hosted, out.high_watermark)
+        if out.fail_pending_acks:
+            self._complete(hosted.acks.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        if out.stop_fetcher and old_leader is not None:
+            self._poke_fetcher(old_leader)
+        if out.start_fetcher and replica.fetcher is not None:
+            fetcher = replica.fetcher
+            if fetcher.initial_truncation is not None:
+                plog.truncate_to(fetcher.initial_truncation.offset)
+                fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
+            self._ensure_fetcher(fetcher.leader_id)
+        return ErrorCode.NONE
+
+    def stop_replica(self, topic: str, partition: int, delete: bool) -> ErrorCode:
+        hosted = self.partitions.pop((topic, partition), None)
+        if hosted is not None:
+            out = hosted.replica.stop()
+            if out.fail_pending_acks:
+                self._complete(hosted.acks.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        if delete and self.logs.get(topic, partition) is not None:
+            self.logs.delete(topic, partition)
+        self._wake(topic, partition)
+        return ErrorCode.NONE
+
+    def set_live_brokers(self, broker_ids: Iterable[int] | None) -> None:
+        ids = None if broker_ids is None else frozenset(broker_ids)
+        now = now_ms()
+        for hosted in self.partitions.values():
+            if hosted.replica.is_leader:
+                update = hosted.replica.set_isr_eligible(ids, now)
+                if update is not None:
+                    self._apply_hw(hosted, update)
+
+    # --- the data path ------------------------------------------------------------------------------
+
+    def leader(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Hosted:
+        """The partition if this broker leads it (and the client's epoch, when given, matches)."""
+        hosted = self.partitions.get((topic, partition))
+        if hosted is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.")
+        error = hosted.replica.check_leader_epoch(current_leader_epoch)
+        if error != ErrorCode.NONE:
+            raise KafkaError(error)
+        return hosted
+
+    def hosted(self, topic: str, partition: int) -> Hosted | None:
+        return self.partitions.get((topic, partition))
+
+    def append(self, hosted: Hosted, records: bytearray, acks: int, timeout_ms: int) -> tuple[int, asyncio.Future[ErrorCode] | None]:
+        """Append as leader; return the base offset and, for acks=all, a future of the final error."""
+        replica, plog = hosted.replica, hosted.plog
+        error = replica.check_append(acks)
+        if error != ErrorCode.NONE:
+            raise KafkaError(error)
+        now = now_ms()
+        result = plog.append_as_leader(records, replica.leader_epoch, now)
+        update = replica.on_local_append(plog.log_end_offset, now)
+        if update is not None:
+            self._apply_hw(hosted, update)
+        if not result.duplicate:
+            self._wake(replica.topic, replica.partition)
+        if acks != -1:
+            return result.base_offset, None
+        check = replica.ack_check(result.last_offset + 1)
+        fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        if check.done:
+            fut.set_result(check.error)
+        else:
+            hosted.acks.add(fut, result.last_offset + 1, now + timeout_ms)
+        return result.base_offset, fut
+
+    def follower_fetch(self, hosted: Hosted, replica_id: int, replica_epoch: int, fetch_offset: int,
+                       current_leader_epoch: int, last_fetched_epoch: int, log_start_offset: int) -> Any:
+        replica, plog = hosted.replica, hosted.plog
+        decision = replica.on_follower_fetch(
+            FollowerFetch(replica_id, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset, replica_epoch),
+            leader_log_start_offset=plog.log_start_offset, epoch_end_offset=plog.end_offset_for_epoch, now_ms=now_ms(),
+        )
+        if decision.high_watermark_update is not None:
+            self._apply_hw(hosted, decision.high_watermark_update)
+        if decision.alter_partition is not None:
+            self._queue_alter(decision.alter_partition)
+        return decision
+
+    # --- high watermark and acks ------------------------------------------------------------------
+
+    def _apply_hw(self, hosted: Hosted, update: HighWatermarkUpdate) -> None:
+        hosted.plog.high_watermark = update.new
+        self._complete(hosted.acks.on_high_watermark(update.new, hosted.replica.ack_error()))
+        self._wake(hosted.replica.topic, hosted.replica.partition)
+
+    @staticmethod
+    def _complete(completions: Iterable[Any]) -> None:
+        for c in completions:
+            if not c.key.done():
+                c.key.set_result(c.error)
+
+    async def _isr_loop(self) -> None:
+        interval_s = max(0.05, self.replica_lag_time_max_ms / 2000)
+        while not self._stopping:
+            await asyncio.sleep(min(interval_s, 0.1))
+            now = now_ms()
+            for hosted in list(self.partitions.values()):
+                self._complete(hosted.acks.expire(now))
+                if hosted.replica.is_leader:
+                    proposal = hosted.replica.check_isr(now)
+                    if proposal is not None:
+                        self._queue_alter(proposal)
+
+    # --- AlterPartition -------------------------------------------------------------------------------
+
+    def _queue_alter(self, proposal: AlterPartitionProposal) -> None:
+        self._alter_queue[(proposal.topic, proposal.partition)] = proposal
+        self._alter_event.set()
+
+    async def _alter_partition_loop(self) -> None:
+        while not self._stopping:
+            await self._alter_event.wait()
+            self._alter_event.clear()
+            batch = dict(self._alter_queue)
+            self._alter_queue.clear()
+            if not batch:
+                continue
+            try:
+                resp = await self._send_alter_partition(list(batch.values()))
+            except (ChannelError, KafkaError) as exc:
+                log.info("AlterPartition failed (%s); retrying", exc)
+                for key, p in batch.items():
+                    self._alter_queue.setdefault(key, p)
+                await asyncio.sleep(ALTER_PARTITION_RETRY_S)
+                self._alter_event.set()
+                continue
+            top_error = ErrorCode(resp.error_code)
+            results: dict[tuple[str, int], Any] = {}
+            for t in resp.topics:
+                for item in t.partitions:
+                    results[(t.topic_name, item.partition_index)] = item
+            for key, proposal in batch.items():
+                hosted = self.partitions.get(key)
+                if hosted is None:
+                    continue
+                found = results.get(key)
+                if found is None:
+                    code = top_error if top_error != ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR
+                    answer = AlterPartitionResponse(code)
+                else:
+                    answer = AlterPartitionResponse(ErrorCode(found.error_code), found.leader_id, found.leader_epoch,
+                                                    tuple(found.isr), found.partition_epoch)
+                out = hosted.replica.on_alter_partition_response(proposal, answer, now_ms())
+                if out.high_watermark is not None:
+                    self._apply_hw(hosted, out.high_watermark)
+                if out.retry is not None:
+                    self._alter_queue.setdefault(key, out.retry)
+            if self._alter_queue:
+                await asyncio.sleep(ALTER_PARTITION_RETRY_S)
+                self._alter_event.set()
+
+    async def _send_alter_partition(self, proposals: list[AlterPartitionProposal]) -> Any:
+        controller = self._controller_id()
+        if controller < 0:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller known")
+        by_topic: dict[str, list[AlterPartitionProposal]] = {}
+        for p in proposals:
+            by_topic.setdefault(p.topic, []).append(p)
+        version = 1  # topic names (v2+ addresses topics by id)
+        T = AlterPartitionRequest.TopicData
+        P = T.PartitionData
+        req = AlterPartitionRequest(
+            version=version, broker_id=self.broker_id, broker_epoch=self._broker_epoch(),
+            topics=[T(topic_name=topic, partitions=[P(partition_index=p.partition, leader_epoch=p.leader_epoch,
+                                                      new_isr=list(p.new_isr), leader_recovery_state=p.leader_recovery_state,
+                                                      partition_epoch=p.partition_epoch) for p in ps])
+                    for topic, ps in by_topic.items()],
+        )
+        channel = self._channel(controller, "alter-partition")
+        return await channel.request(req, version)
+
+    # --- follower fetch loops -------------------------------------------------------------------------
+
+    def _channel(self, broker_id: int, purpose: str) -> BrokerChannel:
+        address = self._broker_address(broker_id)
+        if address is None:
+            raise ChannelError(f"broker {broker_id} is not known")
+        key = (broker_id, purpose)
+        ch = self._channels.get(key)
+        if ch is None or (ch.host, ch.port) != address:
+            ch = BrokerChannel(address[0], address[1], f"broker-{self.broker_id}-{purpose}")
+            self._channels[key] = ch
+        return ch
+
+    def _ensure_fetcher(self, leader_id: int) -> None:
+        task = self._fetchers.get(leader_id)
+        if task is None or task.done():
+            self._fetch_wakeups[leader_id] = asyncio.Event()
+            self._fetchers[leader_id] = asyncio.get_running_loop().create_task(self._fetch_loop(leader_id))
+        else:
+            self._poke_fetcher(leader_id)
+
+    def _poke_fetcher(self, leader_id: int) -> None:
+        event = self._fetch_wakeups.get(leader_id)
+        if event is not None:
+            event.set()
+
+    def _following(self, leader_id: int) -> list[Hosted]:
+        return [h for h in self.partitions.values()
+                if h.replica.role == Role.FOLLOWER and h.replica.fetcher is not None and h.replica.leader_id == leader_id]
+
+    async def _fetch_loop(self, leader_id: int) -> None:
+        from headwater.protocol.apis import API_SPECS
+
+        fetch_cls = API_SPECS[ApiKey.FETCH].request
+        version = 12  # topic names, diverging epochs, current leader epoch
+        wakeup = self._fetch_wakeups[leader_id]
+        while not self._stopping:
+            hosted = self._following(leader_id)
+            if not hosted:
+                self._fetchers.pop(leader_id, None)
+                return
+            now = now_ms()
+            requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]] = {}
+            for h in hosted:
+                assert h.replica.fetcher is not None
+                fields = h.replica.fetcher.next_request(now)
+                if fields is not None:
+                    requests[(h.replica.topic, h.replica.partition)] = (h, fields)
+            if not requests:
+                wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.wait(), self.replica_fetch_backoff_ms / 1000)
+                continue
+            by_topic: dict[str, list[tuple[int, FetchRequestFields, Hosted]]] = {}
+            for (topic, partition), (h, fields) in requests.items():
+                by_topic.setdefault(topic, []).append((partition, fields, h))
+            T = fetch_cls.FetchTopic
+            P = T.FetchPartition
+            req = fetch_cls(
+                version=version, replica_id=self.broker_id, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1,
+                max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+                topics=[T(topic=topic, partitions=[P(partition=p, current_leader_epoch=f.current_leader_epoch,
+                                                     fetch_offset=f.fetch_offset, last_fetched_epoch=f.last_fetched_epoch,
+                                                     log_start_offset=h.plog.log_start_offset,
+                                                     partition_max_bytes=FETCH_PARTITION_MAX_BYTES)
+                                                   for p, f, h in items]) for topic, items in by_topic.items()],
+                forgotten_topics_data=[], rack_id="",
+            )
+            try:
+                resp = await self._channel(leader_id, "fetch").request(req, version)
+            except ChannelError as exc:
+                log.debug("fetch from broker %d failed: %s", leader_id, exc)
+                now = now_ms()
+                for h, fields in requests.values():
+                    if h.replica.fetcher is not None:
+                        h.replica.fetcher.on_request_failed(fields, now)
+                await asyncio.sleep(self.replica_fetch_backoff_ms / 1000)
+                continue
+            await self._on_fetch_response(leader_id, requests, resp)
+
+    async def _on_fetch_response(self, leader_id: int, requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]],
+                                 resp: Any) -> None:
+        now = now_ms()
+        for t in resp.responses:
+            for p in t.partitions:
+                entry = requests.get((t.topic, p.partition_index))
+                if entry is None:
+                    continue
+                h, fields = entry
+                fetcher = h.replica.fetcher
+                if fetcher is None or self.partitions.get((t.topic, p.partition_index)) is not h:
+                    continue
+                records = p.records or b""
+                diverging = None
+                if p.diverging_epoch is not None and p.diverging_epoch.epoch >= 0:
+                    diverging = EpochEndOffset(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+                action = fetcher.on_fetch_response(
+                    fields,
+                    PartitionFetchResponse(ErrorCode(p.error_code), p.high_watermark, p.log_start_offset, diverging, len(records)),
+                    log_end_offset=h.plog.log_end_offset, end_offset_for_epoch=h.plog.end_offset_for_epoch, now_ms=now,
+                )
+                try:
+                    await self._carry_out(leader_id, h, action, records)
+                except KafkaError as exc:
+                    log.warning("replica %s-%d: %s", t.topic, p.partition_index, exc)
+
+    async def _carry_out(self, leader_id: int, h: Hosted, action: Any, records: bytes) -> None:
+        fetcher = h.replica.fetcher
+        plog = h.plog
+        if fetcher is None:
+            return
+        if isinstance(action, AppendRecords):
+            if records:
+                plog.append_as_follower(_whole_batches(records))
+            update = fetcher.on_appended(plog.log_end_offset, plog.latest_epoch())
+            plog.high_watermark = update.high_watermark
+            if update.advance_log_start_to is not None and update.advance_log_start_to > plog.log_start_offset:
+                plog.delete_records_before(update.advance_log_start_to)
+        elif isinstance(action, Truncate):
+            plog.truncate_to(action.offset)
+            plog.high_watermark = fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
+        elif isinstance(action, TruncateFullyAndStartAt):
+            plog.truncate_fully_and_start_at(action.offset)
+            plog.high_watermark = fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
+        elif isinstance(action, ListLeaderOffsets):
+            await self._list_leader_offsets(leader_id, h, action)
+
+    async def _list_leader_offsets(self, leader_id: int, h: Hosted, action: ListLeaderOffsets) -> None:
+        from headwater.protocol.apis import API_SPECS
+
+        fetcher = h.replica.fetcher
+        assert fetcher is not None
+        cls = API_SPECS[ApiKey.LIST_OFFSETS].request
+        version = 7
+        T = cls.ListOffsetsTopic
+        P = T.ListOffsetsPartition
+        offsets = {}
+        try:
+            for ts in (EARLIEST, LATEST):
+                req = cls(version=version, replica_id=self.broker_id, isolation_level=0, topics=[T(
+                    name=h.replica.topic, partitions=[P(partition_index=h.replica.partition,
+                                                        current_leader_epoch=action.current_leader_epoch, timestamp=ts)])])
+                resp = await self._channel(leader_id, "fetch").request(req, version)
+                part = resp.topics[0].partitions[0]
+                if part.error_code:
+                    fetcher.on_leader_offsets_error(ErrorCode(part.error_code), now_ms())
+                    return
+                offsets[ts] = part.offset
+        except ChannelError:
+            fetcher.on_leader_offsets_error(ErrorCode.NETWORK_EXCEPTION, now_ms())
+            return
+        action2 = fetcher.on_leader_offsets(leader_log_start_offset=offsets[EARLIEST], leader_log_end_offset=offsets[LATEST],
+                                            log_end_offset=h.plog.log_end_offset, now_ms=now_ms())
+        await self._carry_out(leader_id, h, action2, b"")
+
+
+def _whole_batches(records: bytes) -> bytes:
+    """A fetch may end in a partial batch (the leader's size limit); the follower appends whole ones."""
+    from headwater.records import scan_valid_prefix
+
+    _batches, end = scan_valid_prefix(records, verify_crc=False)
+    return records[:end]
