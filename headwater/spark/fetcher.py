@@ -120,6 +120,10 @@ def _read(consumer: Consumer, rng: OffsetRange, opts: ReadOptions) -> Iterator[p
     while position < until:
         messages = consumer.consume(num_messages=batch_rows, timeout=_POLL_WAIT_S)
         progressed = False
+        # Bound once per poll: this loop runs for every record, and attribute lookups add up.
+        add_key, add_value, add_offset = rows.keys.append, rows.values.append, rows.offsets.append
+        add_timestamp, add_kind = rows.timestamps_ms.append, rows.timestamp_types.append
+        size_bytes = rows.size_bytes
         for message in messages:
             error = message.error()
             if error is not None:
@@ -153,22 +157,23 @@ def _read(consumer: Consumer, rng: OffsetRange, opts: ReadOptions) -> Iterator[p
                 position = until
                 break
             kind, timestamp_ms = message.timestamp()
-            rows.keys.append(message.key())
+            add_key(message.key())
             value = message.value()
-            rows.values.append(value)
-            rows.offsets.append(offset)
-            rows.timestamps_ms.append(timestamp_ms if kind else None)
+            add_value(value)
+            add_offset(offset)
+            add_timestamp(timestamp_ms if kind else None)
             # librdkafka numbers the kinds 0 none, 1 create, 2 log-append; Kafka (and the
             # column) uses -1, 0, 1.
-            rows.timestamp_types.append(kind - 1)
+            add_kind(kind - 1)
             if rows.headers is not None:
                 headers = message.headers()
                 pairs = headers.items() if isinstance(headers, dict) else (headers or [])
                 rows.headers.append([{"key": k, "value": v} for k, v in pairs])
             if value is not None:
-                rows.size_bytes += len(value)
+                size_bytes += len(value)
             position = offset + 1
             progressed = True
+        rows.size_bytes = size_bytes
         if progressed:
             deadline = time.monotonic() + patience_s
         if len(rows) >= batch_rows or rows.size_bytes >= _MAX_BYTES_PER_BATCH:

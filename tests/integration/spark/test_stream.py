@@ -133,3 +133,33 @@ def test_stream_starts_at_latest_by_default(
     finally:
         query.stop()
     assert sorted(collected) == sorted((p.partition, p.offset, b"new") for p in fresh)
+
+
+def test_stream_to_topic(spark: Any, broker: Broker, new_topic: Callable[..., str], tmp_path: Path) -> None:
+    """readStream -> writeStream, both format headwater: the output topic gets each record once."""
+    source, sink = new_topic(3), new_topic(2)
+    produced = produce(broker, source, ((f"k{i}".encode(), f"v{i}".encode(), i % 3) for i in range(250)))
+    writer = (
+        stream(spark, broker, subscribe=source, startingOffsets="earliest", maxOffsetsPerTrigger="100")
+        .selectExpr("cast(offset as string) as key", "value", "partition % 2 as partition")
+        .writeStream.format("headwater")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+    )
+    for name, value in broker.producer_tuning.items():
+        writer = writer.option(f"kafka.{name}", value)
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert input_rows(query) == [100, 100, 50]
+    copied = (
+        spark.read.format("headwater")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", sink)
+        .load()
+        .collect()
+    )
+    assert sorted((bytes(r.value), int(bytes(r.key)), r.partition) for r in copied) == sorted(
+        (p.value, p.offset, p.partition % 2) for p in produced
+    )
