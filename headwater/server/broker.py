@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from headwater.controller import events as ev
 from headwater.controller import quota
 from headwater.controller.topics import plan_create_partitions, plan_create_topic, validate_topic_name
 from headwater.metadata.configs import (
@@ -29,7 +30,7 @@ from headwater.metadata.configs import (
     effective_topic_config,
     validate_topic_config,
 )
-from headwater.metadata.image import BrokerInfo, ClusterImage, TopicImage
+from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
 from headwater.protocol.apis import (
     ApiKey,
     Request,
@@ -43,8 +44,10 @@ from headwater.protocol.fetch import FetchPartitionData, FetchTopicData, NodeEnd
 from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.replication.partition import LeaderAndIsrState
+from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import Connection, Reply, serve_connection_factory
+from headwater.server.controller_shell import ControllerShell
 from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
 from headwater.server.replica_manager import Hosted, ReplicaManager
 from headwater.storage import LogConfig, LogManager
@@ -82,8 +85,13 @@ class Broker:
         self.info = BrokerInfo(config.broker_id, listener.host, listener.port, config.rack)
         for d in config.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        connect = config.props.get("zookeeper.connect")
+        # With zookeeper.connect the broker is a cluster member and its image comes from the
+        # controller; without it, it is its own controller and keeps the image in a local file.
+        self.cluster = ClusterMember(self, connect, int(config.props.get("zookeeper.session.timeout.ms", 18000))) \
+            if connect else None
         self.store = LocalMetadataStore(config.log_dirs[0], self.info)
-        self.image: ClusterImage = self.store.load()
+        self.image: ClusterImage = self.store.load() if self.cluster is None else ClusterImage("", -1, {}, {})
         self.logs = LogManager(list(config.log_dirs), self._default_log_config(), clock_ms=_now_ms)
         self.quota_store = LocalQuotaStore(config.log_dirs[0])
         self.quota_configs: dict[str, dict[str, str]] = self.quota_store.load()
@@ -128,6 +136,14 @@ class Broker:
             ApiKey.DESCRIBE_CLIENT_QUOTAS: self.describe_client_quotas,
             ApiKey.ALTER_CLIENT_QUOTAS: self.alter_client_quotas,
         }
+        if self.cluster is not None:
+            self._handlers.update({
+                ApiKey.LEADER_AND_ISR: self.cluster.leader_and_isr,
+                ApiKey.UPDATE_METADATA: self.cluster.update_metadata,
+                ApiKey.STOP_REPLICA: self.cluster.stop_replica,
+                ApiKey.ALTER_PARTITION: self.cluster.alter_partition,
+                ApiKey.CONTROLLED_SHUTDOWN: self.cluster.controlled_shutdown,
+            })
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -140,16 +156,17 @@ class Broker:
 
     async def start(self) -> None:
         self.logs.load()
-        # Open (or create) a log for every partition this broker hosts and drop logs of topics that
-        # no longer exist, so the disk matches the image before the first client arrives.
-        wanted = set()
-        for topic in self.image.topics.values():
-            for p in topic.partitions:
-                wanted.add((topic.name, p))
-            self._lead_standalone(topic, topic.partitions)
-        for plog in self.logs.all_logs():
-            if (plog.topic, plog.partition) not in wanted:
-                self.logs.delete(plog.topic, plog.partition)
+        if self.cluster is None:
+            # Open (or create) a log for every partition and drop logs of topics that no longer
+            # exist, so the disk matches the image before the first client arrives.
+            wanted = set()
+            for topic in self.image.topics.values():
+                for p in topic.partitions:
+                    wanted.add((topic.name, p))
+                self._lead_standalone(topic, topic.partitions)
+            for plog in self.logs.all_logs():
+                if (plog.topic, plog.partition) not in wanted:
+                    self.logs.delete(plog.topic, plog.partition)
         self.replicas.start()
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
@@ -163,6 +180,9 @@ class Broker:
             self._servers.append(server)
             log.info("broker %d listening on %s:%d", self.config.broker_id, listener.host, listener.port)
         self._housekeeping_task = loop.create_task(self._housekeeping())
+        if self.cluster is not None:
+            # Registration comes last, once the broker can answer the controller's requests.
+            await self.cluster.start()
 
     async def _housekeeping(self) -> None:
         last_checkpoint = last_retention = time.monotonic()
@@ -182,7 +202,10 @@ class Broker:
                 log.exception("housekeeping failed")
 
     async def stop(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.stop()  # leadership moves away while we still serve followers
         self._stopping.set()
+        await self.replicas.stop()
         for server in self._servers:
             server.close()
         for conn in list(self._connections):
@@ -283,19 +306,21 @@ class Broker:
     def _request_quota(self, req: Request, strict: bool) -> quota.RequestQuota:
         return quota.RequestQuota(self.quotas, ANONYMOUS_USER, req.client_id or "", strict, _now_ms())
 
-    def _ensure_topics(self, req: Request, names: list[str], allow_auto_create: bool) -> None:
+    async def _ensure_topics(self, req: Request, names: list[str], allow_auto_create: bool) -> None:
         if not (allow_auto_create and self.config.auto_create_topics):
             return
+        if self.cluster is not None and not self.cluster.is_controller():
+            return  # only the controller creates topics; the client retries and finds it in time
         rq = self._request_quota(req, strict=False)  # auto-creation is always permissive
         for name in names:
             if name in self.image.topics:
                 continue
             try:
-                self._create_topic(name, -1, -1, {}, {}, rq=rq)
+                await self._create_topic(name, -1, -1, {}, {}, rq=rq)
             except KafkaError as exc:
                 log.info("auto-create of %r refused: %s", name, exc)
 
-    def metadata(self, req: Request) -> Any:
+    async def metadata(self, req: Request) -> Any:
         body = req.body
         resp_cls = req.spec.response
         topic_cls = resp_cls.MetadataResponseTopic
@@ -312,7 +337,7 @@ class Broker:
                 if name is not None:
                     names.append(name)
             allow = body.allow_auto_topic_creation if req.version >= 4 else True
-            self._ensure_topics(req, names, allow)
+            await self._ensure_topics(req, names, allow)
         topics = []
         for name in names:
             topic = self.image.topics.get(name)
@@ -581,7 +606,7 @@ class Broker:
 
     # --- InitProducerId -------------------------------------------------------------------------
 
-    def init_producer_id(self, req: Request) -> Any:
+    async def init_producer_id(self, req: Request) -> Any:
         body = req.body
         if body.transactional_id is not None:
             return req.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -591,26 +616,32 @@ class Broker:
             epoch = body.producer_epoch + 1
             if epoch <= 32767:
                 return req.response(throttle_time_ms=0, error_code=0, producer_id=body.producer_id, producer_epoch=epoch)
-        return req.response(throttle_time_ms=0, error_code=0, producer_id=self._next_producer_id(), producer_epoch=0)
+        return req.response(throttle_time_ms=0, error_code=0, producer_id=await self._next_producer_id(), producer_epoch=0)
 
-    def _next_producer_id(self) -> int:
+    async def _next_producer_id(self) -> int:
         nxt, end = self._producer_ids
         if nxt >= end:
-            # Persist the end of a whole block before handing out ids from it, so a restart never
-            # reuses an id.
-            start = self.image.next_producer_id
-            self._set_image(replace(self.image, next_producer_id=start + PRODUCER_ID_BLOCK))
-            nxt, end = start, start + PRODUCER_ID_BLOCK
+            # Claim a whole block durably before handing out ids from it, so a restart never reuses
+            # an id: in ZooKeeper in a cluster (unique across brokers), else in the local image.
+            if self.cluster is not None:
+                nxt, end = await self.cluster.producer_id_block()
+            else:
+                start = self.image.next_producer_id
+                self._set_image(replace(self.image, next_producer_id=start + PRODUCER_ID_BLOCK))
+                nxt, end = start, start + PRODUCER_ID_BLOCK
         self._producer_ids = (nxt + 1, end)
         return nxt
 
     # --- topic admin ------------------------------------------------------------------------------
 
-    def _create_topic(
+    async def _create_topic(
         self, name: str, num_partitions: int, replication_factor: int,
         assignments: dict[int, list[int]], configs: dict[str, str], validate_only: bool = False,
         *, rq: quota.RequestQuota,
     ) -> TopicImage:
+        if self.cluster is not None:
+            return await self._create_topic_in_cluster(name, num_partitions, replication_factor, assignments, configs,
+                                                       validate_only, rq)
         n = len(self.image.brokers)
         topic = plan_create_topic(
             self.image, name, num_partitions, replication_factor, assignments, configs,
@@ -629,7 +660,55 @@ class Broker:
         log.info("created topic %s with %d partitions", name, len(topic.partitions))
         return topic
 
-    def create_topics(self, req: Request) -> Any:
+    def _controller_shell(self) -> ControllerShell:
+        """The controller of this cluster, if this broker is it; clients re-send elsewhere on NOT_CONTROLLER."""
+        if self.cluster is None or not self.cluster.is_controller() or self.cluster.shell is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+        return self.cluster.shell
+
+    async def _create_topic_in_cluster(
+        self, name: str, num_partitions: int, replication_factor: int, assignments: dict[int, list[int]],
+        configs: dict[str, str], validate_only: bool, rq: quota.RequestQuota,
+    ) -> TopicImage:
+        shell = self._controller_shell()
+        if not validate_only:
+            # The controller decides the partition count; the quota is charged for what was asked.
+            count = len(assignments) or (self.config.num_partitions if num_partitions == -1 else num_partitions)
+            if not rq.try_consume(count):
+                raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
+        assert self.cluster is not None
+        start, shift, topic_id = self.cluster.randomness()
+        event = ev.CreateTopicsRequested(
+            (ev.NewTopic(name, topic_id, num_partitions, replication_factor,
+                         {p: tuple(r) for p, r in assignments.items()}, dict(configs)),),
+            validate_only, start, shift)
+        resp = await shell.request(event)
+        result = resp.topics[0]
+        if result.error != ErrorCode.NONE:
+            raise KafkaError(result.error, result.message)
+        rf = max(result.replication_factor, 0)
+        placeholder = PartitionState(tuple(range(rf)), -1, 0, ())
+        return TopicImage(name, result.topic_id or topic_id, dict.fromkeys(range(result.num_partitions), placeholder),
+                          dict(configs))
+
+    async def _create_partitions_in_cluster(self, name: str, count: int, assignments: list[list[int]] | None,
+                                            validate_only: bool, rq: quota.RequestQuota) -> None:
+        shell = self._controller_shell()
+        known = self.image.topics.get(name)
+        grows = not validate_only and known is not None and count > len(known.partitions)
+        if grows and known is not None and not rq.try_consume(count - len(known.partitions)):
+            raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
+        assert self.cluster is not None
+        start, shift, _tid = self.cluster.randomness()
+        event = ev.CreatePartitionsRequested(
+            (ev.NewPartitions(name, count, None if assignments is None else tuple(tuple(r) for r in assignments)),),
+            validate_only, start, shift)
+        resp = await shell.request(event)
+        result = resp.topics[0]
+        if result.error != ErrorCode.NONE:
+            raise KafkaError(result.error, result.message)
+
+    async def create_topics(self, req: Request) -> Any:
         body = req.body
         result_cls = req.spec.response.CreatableTopicResult
         config_cls = result_cls.CreatableTopicConfigs
@@ -645,8 +724,8 @@ class Broker:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
                 assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
                 configs = {c.name: c.value for c in t.configs}
-                topic = self._create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
-                                           validate_only=body.validate_only, rq=rq)
+                topic = await self._create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
+                                                 validate_only=body.validate_only, rq=rq)
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             fields: dict[str, Any] = dict(name=t.name, error_code=code, error_message=message,
@@ -665,7 +744,17 @@ class Broker:
             results.append(result_cls(**fields))
         return req.response(throttle_time_ms=rq.throttle_ms, topics=results)
 
-    def _delete_topic(self, name: str, rq: quota.RequestQuota) -> TopicImage:
+    async def _delete_topic(self, name: str, rq: quota.RequestQuota) -> TopicImage:
+        if self.cluster is not None:
+            shell = self._controller_shell()
+            known = self.image.topics.get(name)
+            if known is not None and not rq.try_consume(len(known.partitions)):
+                raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
+            resp = await shell.request(ev.DeleteTopicsRequested((name,)))
+            result = resp.topics[0]
+            if result.error != ErrorCode.NONE:
+                raise KafkaError(result.error, result.message)
+            return known or TopicImage(name, result.topic_id or uuid.UUID(int=0), {})
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -679,7 +768,7 @@ class Broker:
         log.info("deleted topic %s", name)
         return topic
 
-    def delete_topics(self, req: Request) -> Any:
+    async def delete_topics(self, req: Request) -> Any:
         body = req.body
         result_cls = req.spec.response.DeletableTopicResult
         results = []
@@ -696,14 +785,14 @@ class Broker:
                     if found is None:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
                     name = found.name
-                topic = self._delete_topic(name, rq)
+                topic = await self._delete_topic(name, rq)
                 topic_id = topic.topic_id
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             results.append(result_cls(name=name, topic_id=topic_id, error_code=code, error_message=message))
         return req.response(throttle_time_ms=rq.throttle_ms, responses=results)
 
-    def create_partitions(self, req: Request) -> Any:
+    async def create_partitions(self, req: Request) -> Any:
         body = req.body
         result_cls = req.spec.response.CreatePartitionsTopicResult
         results = []
@@ -712,6 +801,10 @@ class Broker:
             code, message = ErrorCode.NONE, None
             try:
                 assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+                if self.cluster is not None:
+                    await self._create_partitions_in_cluster(t.name, t.count, assignments, body.validate_only, rq)
+                    results.append(result_cls(name=t.name, error_code=0, error_message=None))
+                    continue
                 n = len(self.image.brokers)
                 topic = plan_create_partitions(self.image, t.name, t.count, assignments,
                                                start_index=self._rng.randrange(n), shift=self._rng.randrange(n))
@@ -749,7 +842,20 @@ class Broker:
 
     # --- configs ------------------------------------------------------------------------------------
 
-    def describe_configs(self, req: Request) -> Any:
+    async def _topic_configs(self, topic: TopicImage) -> dict[str, str]:
+        if self.cluster is not None:
+            return await self.cluster.topic_configs(topic.name)
+        return dict(topic.configs)
+
+    async def refresh_log_configs(self) -> None:
+        """After a topic config change: hosted logs take the new segment and retention settings."""
+        for name in {topic for topic, _p in self.replicas.partitions}:
+            topic = self.image.topics.get(name)
+            if topic is not None:
+                configs = await self._topic_configs(topic)
+                self.logs.update_config(name, self._log_config(replace(topic, configs=configs)))
+
+    async def describe_configs(self, req: Request) -> Any:
         result_cls = req.spec.response.DescribeConfigsResult
         entry_cls = result_cls.DescribeConfigsResourceResult
         results = []
@@ -760,7 +866,7 @@ class Broker:
                     topic = self.image.topics.get(res.resource_name)
                     if topic is None:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
-                    values = effective_topic_config(topic.configs, self.config.props)
+                    values = effective_topic_config(await self._topic_configs(topic), self.config.props)
                     types = {k: int(TOPIC_CONFIGS[k].type) for k in values}
                 elif res.resource_type == RESOURCE_BROKER:
                     if res.resource_name not in ("", str(self.config.broker_id)):
@@ -788,13 +894,17 @@ class Broker:
                                       resource_name=res.resource_name, configs=entries))
         return req.response(throttle_time_ms=0, results=results)
 
-    def _apply_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
+    async def _apply_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
         for key, value in configs.items():
             validate_topic_config(key, value)
         if validate_only:
+            return
+        if self.cluster is not None:
+            await self.cluster.write_topic_configs(name, configs)
+            await self.refresh_log_configs()
             return
         updated = replace(topic, configs=configs)
         self._set_image(self.image.with_topic(updated))
@@ -804,7 +914,7 @@ class Broker:
                 self.logs.update_config(name, cfg)
                 break
 
-    def alter_configs(self, req: Request) -> Any:
+    async def alter_configs(self, req: Request) -> Any:
         resp_cls = req.spec.response.AlterConfigsResourceResponse
         out = []
         for res in req.body.resources:
@@ -813,14 +923,15 @@ class Broker:
                 if res.resource_type != RESOURCE_TOPIC:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Only topic configs can be altered on this broker")
                 # AlterConfigs replaces the whole set.
-                self._apply_topic_configs(res.resource_name, {c.name: c.value for c in res.configs}, req.body.validate_only)
+                await self._apply_topic_configs(res.resource_name, {c.name: c.value for c in res.configs},
+                                                req.body.validate_only)
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             out.append(resp_cls(error_code=code, error_message=message, resource_type=res.resource_type,
                                 resource_name=res.resource_name))
         return req.response(throttle_time_ms=0, responses=out)
 
-    def incremental_alter_configs(self, req: Request) -> Any:
+    async def incremental_alter_configs(self, req: Request) -> Any:
         resp_cls = req.spec.response.AlterConfigsResourceResponse
         out = []
         for res in req.body.resources:
@@ -831,7 +942,7 @@ class Broker:
                 topic = self.image.topics.get(res.resource_name)
                 if topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
-                configs = dict(topic.configs)
+                configs = await self._topic_configs(topic)
                 for c in res.configs:
                     if c.config_operation == OP_SET:
                         configs[c.name] = c.value
@@ -851,7 +962,7 @@ class Broker:
                         configs[c.name] = ",".join(items)
                     else:
                         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {c.config_operation}")
-                self._apply_topic_configs(res.resource_name, configs, req.body.validate_only)
+                await self._apply_topic_configs(res.resource_name, configs, req.body.validate_only)
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             out.append(resp_cls(error_code=code, error_message=message, resource_type=res.resource_type,

@@ -1,0 +1,380 @@
+"""A broker's life in a ZooKeeper-backed cluster.
+
+Start-up follows Kafka's ``KafkaServer.startup``: logs are recovered first (the broker did that
+already), then the ZooKeeper session, the top-level paths and the cluster id, then the replica
+manager, and the ephemeral ``/brokers/ids/<id>`` registration last, so the controller only sees
+a broker that is ready. Every broker is a controller candidate: it watches ``/controller`` and
+runs for election whenever the node is gone.
+
+The broker's view of the cluster (Metadata answers, leaders to fetch from) comes from the
+controller's UpdateMetadata requests; its replicas from LeaderAndIsr and StopReplica. Requests
+that carry an older controller epoch, or an epoch of this broker's previous life, are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from headwater.controller import events as ev
+from headwater.controller.controller import ControllerConfig
+from headwater.metadata import zk as znodes
+from headwater.metadata.configs import effective_topic_config
+from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.interbroker import ControlledShutdownRequest, iter_leader_and_isr
+from headwater.replication.partition import LeaderAndIsrState
+from headwater.server.channel import BrokerChannel, ChannelError
+from headwater.server.controller_shell import ControllerShell
+from headwater.server.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from headwater.server.broker import Broker
+
+log = logging.getLogger(__name__)
+PATHS = znodes.PATHS
+LEADER_DURING_DELETE = -2
+CONTROLLED_SHUTDOWN_RETRIES = 3
+CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
+
+
+class ClusterMember:
+    def __init__(self, broker: Broker, connect: str, session_timeout_ms: int) -> None:
+        self.broker = broker
+        self.connect = connect
+        self.session_timeout_ms = session_timeout_ms
+        self.zk: ZooKeeper | None = None
+        self.shell: ControllerShell | None = None
+        self.cluster_id = ""
+        self._topic_configs: dict[str, dict[str, str]] = {}
+        self._electing = False
+        self._stopping = False
+
+    @property
+    def broker_id(self) -> int:
+        return self.broker.config.broker_id
+
+    # --- start and stop --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.zk = ZooKeeper(self.connect, self.session_timeout_ms, loop)
+        await self.zk.start()
+        self.zk.on_session_lost(self._session_lost)
+        await self.zk.create_top_level_paths()
+        self.cluster_id = await self._cluster_id()
+        self.broker.image = ClusterImage(self.cluster_id, -1, {}, {})
+        await self._register()
+        self.watch_config_changes()
+        self.zk.watch_data(PATHS.CONTROLLER, self._on_controller_change)
+
+    async def _cluster_id(self) -> str:
+        assert self.zk is not None
+        found = await self.zk.get(PATHS.CLUSTER_ID)
+        if found is None:
+            with contextlib.suppress(Exception):
+                await self.zk.create(PATHS.CLUSTER_ID, znodes.encode_cluster_id(znodes.kafka_uuid(uuid.uuid4())),
+                                     make_parents=True)
+            found = await self.zk.get(PATHS.CLUSTER_ID)
+        assert found is not None
+        return znodes.decode_cluster_id(found[0])
+
+    async def _register(self) -> None:
+        assert self.zk is not None
+        cfg = self.broker.config
+        endpoints = tuple(znodes.Endpoint(listener.name, listener.host, listener.port) for listener in cfg.advertised)
+        reg = znodes.BrokerRegistration(cfg.broker_id, endpoints, int(time.time() * 1000), cfg.rack)
+        self.broker.broker_epoch = await self.zk.register_broker(cfg.broker_id, znodes.encode_broker(reg))
+        log.info("broker %d registered in ZooKeeper (broker epoch %d)", cfg.broker_id, self.broker.broker_epoch)
+
+    def _session_lost(self) -> None:
+        """The session expired: our ephemeral nodes are gone. Re-register in a new session, as Kafka does."""
+        if self._stopping:
+            return
+        log.warning("ZooKeeper session of broker %d expired; registering again", self.broker_id)
+        asyncio.get_running_loop().create_task(self._after_session_loss())
+
+    async def _after_session_loss(self) -> None:
+        if self.shell is not None:
+            await self.shell.stop()
+            self.shell = None
+        for _ in range(100):
+            try:
+                await self._register()
+                self.zk.watch_data(PATHS.CONTROLLER, self._on_controller_change)  # type: ignore[union-attr]
+                return
+            except Exception as exc:
+                log.info("re-registration failed: %s", exc)
+                await asyncio.sleep(1.0)
+
+    async def stop(self) -> None:
+        """Controlled shutdown: ask the controller to move leadership away, then leave."""
+        self._stopping = True
+        if self.zk is None:
+            return
+        await self._controlled_shutdown()
+        if self.shell is not None:
+            await self.shell.stop()
+            self.shell = None
+        await self.zk.stop()
+
+    async def _controlled_shutdown(self) -> None:
+        for attempt in range(CONTROLLED_SHUTDOWN_RETRIES):
+            controller = self.broker.image.controller_id
+            if controller < 0:
+                return
+            try:
+                if controller == self.broker_id and self.shell is not None:
+                    resp = await self.shell.request(ev.ControlledShutdownRequested(self.broker_id, self.broker.broker_epoch))
+                    remaining = resp.remaining if resp is not None else ()
+                    error = resp.error if resp is not None else ErrorCode.NOT_CONTROLLER
+                else:
+                    address = self.broker._broker_address(controller)
+                    if address is None:
+                        return
+                    ch = BrokerChannel(address[0], address[1], f"broker-{self.broker_id}-shutdown")
+                    try:
+                        req = ControlledShutdownRequest(version=3, broker_id=self.broker_id,
+                                                        broker_epoch=self.broker.broker_epoch)
+                        raw = await ch.request(req, 3, timeout_s=30)
+                    finally:
+                        await ch.close()
+                    error, remaining = ErrorCode(raw.error_code), raw.remaining_partitions
+                if error == ErrorCode.NONE and not remaining:
+                    log.info("controlled shutdown of broker %d: leadership moved", self.broker_id)
+                    return
+                log.info("controlled shutdown attempt %d: %s, %d partitions remain", attempt + 1, error.name, len(remaining))
+            except (ChannelError, Exception) as exc:
+                log.info("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+            await asyncio.sleep(CONTROLLED_SHUTDOWN_BACKOFF_S)
+
+    # --- election ------------------------------------------------------------------------------------
+
+    def _on_controller_change(self, data: bytes | None, _stat: Any) -> None:
+        if data is None and not self._stopping:
+            asyncio.get_running_loop().create_task(self._elect())
+
+    async def _elect(self) -> None:
+        if self._electing or self.shell is not None or self.zk is None:
+            return
+        self._electing = True
+        try:
+            won = await self.zk.elect_controller(self.broker_id, int(time.time() * 1000))
+            if won is None:
+                return
+            cfg = self.broker.config
+            shell = ControllerShell(
+                self.broker_id, self.zk,
+                ControllerConfig(cfg.num_partitions, cfg.default_replication_factor, cfg.delete_topic_enable,
+                                 cfg.props.get("unclean.leader.election.enable", "false") == "true"),
+                on_resigned=self._resigned,
+            )
+            self.shell = shell
+            await shell.start(*won)
+        finally:
+            self._electing = False
+
+    def _resigned(self) -> None:
+        log.info("broker %d is no longer the controller", self.broker_id)
+        shell, self.shell = self.shell, None
+        if shell is not None:
+            asyncio.get_running_loop().create_task(shell.stop())
+        asyncio.get_running_loop().create_task(self._elect())
+
+    # --- requests from the controller --------------------------------------------------------------------
+
+    def _check_epochs(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        if broker_epoch >= 0 and broker_epoch != self.broker.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        return self.broker.replicas.check_controller_epoch(controller_epoch)
+
+    async def topic_configs(self, topic: str) -> dict[str, str]:
+        cached = self._topic_configs.get(topic)
+        if cached is not None:
+            return cached
+        configs: dict[str, str] = {}
+        if self.zk is not None:
+            found = await self.zk.get(PATHS.config("topics", topic))
+            if found is not None and found[0]:
+                configs = znodes.decode_config("topics", topic, found[0])
+        self._topic_configs[topic] = configs
+        return configs
+
+    async def leader_and_isr(self, req: Any) -> Any:
+        body = req.body
+        error = self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 2 else -1)
+        topic_errors: dict[str, list[tuple[int, ErrorCode]]] = {}
+        topic_ids: dict[str, uuid.UUID] = {}
+        if error == ErrorCode.NONE:
+            for topic, topic_id, s in iter_leader_and_isr(body):
+                configs = await self.topic_configs(topic)
+                effective = effective_topic_config(configs, self.broker.config.props)
+                image_topic = TopicImage(topic, topic_id or uuid.UUID(int=0), {}, configs)
+                code = self.broker.replicas.become(
+                    topic, s.partition_index,
+                    LeaderAndIsrState(s.leader, s.leader_epoch, tuple(s.isr), s.partition_epoch, tuple(s.replicas),
+                                      tuple(getattr(s, "adding_replicas", ()) or ()),
+                                      tuple(getattr(s, "removing_replicas", ()) or ()), bool(getattr(s, "is_new", False))),
+                    topic_id=topic_id, config=self.broker._log_config(image_topic),
+                    min_insync_replicas=int(effective["min.insync.replicas"][0]),
+                )
+                topic_errors.setdefault(topic, []).append((s.partition_index, code))
+                if topic_id is not None:
+                    topic_ids[topic] = topic_id
+        resp_cls = req.spec.response
+        if req.version >= 5:
+            T = resp_cls.LeaderAndIsrTopicError
+            P = T.LeaderAndIsrPartitionError
+            return req.response(error_code=error, topics=[
+                T(topic_id=topic_ids.get(t, uuid.UUID(int=0)), partition_errors=[P(partition_index=p, error_code=c) for p, c in errs])
+                for t, errs in topic_errors.items()])
+        P = resp_cls.LeaderAndIsrPartitionError
+        return req.response(error_code=error, partition_errors=[
+            P(topic_name=t, partition_index=p, error_code=c) for t, errs in topic_errors.items() for p, c in errs])
+
+    def update_metadata(self, req: Any) -> Any:
+        body = req.body
+        error = self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 5 else -1)
+        if error != ErrorCode.NONE:
+            return req.response(error_code=error)
+        brokers = {}
+        for b in body.live_brokers:
+            ep = b.endpoints[0] if req.version >= 1 and b.endpoints else None
+            host, port = (ep.host, ep.port) if ep is not None else (b.v0_host, b.v0_port)
+            brokers[b.id] = BrokerInfo(b.id, host, port, getattr(b, "rack", None))
+        image = self.broker.image
+        topics: dict[str, TopicImage] = dict(image.topics)
+        states = ([(t.topic_name, getattr(t, "topic_id", None), p) for t in body.topic_states for p in t.partition_states]
+                  if req.version >= 5 else [(p.topic_name, None, p) for p in body.ungrouped_partition_states])
+        for topic, topic_id, p in states:
+            current = topics.get(topic)
+            if p.leader == LEADER_DURING_DELETE:
+                if current is not None:
+                    remaining = {k: v for k, v in current.partitions.items() if k != p.partition_index}
+                    if remaining:
+                        topics[topic] = replace(current, partitions=remaining)
+                    else:
+                        topics.pop(topic, None)
+                        self._topic_configs.pop(topic, None)
+                continue
+            state = PartitionState(tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr))
+            if current is None:
+                current = TopicImage(topic, topic_id or uuid.UUID(int=0), {}, {})
+            topics[topic] = replace(current, topic_id=topic_id or current.topic_id,
+                                    partitions={**current.partitions, p.partition_index: state})
+        self.broker.image = ClusterImage(self.cluster_id, body.controller_id, brokers, topics)
+        self.broker.replicas.set_live_brokers(brokers)
+        return req.response(error_code=0)
+
+    def stop_replica(self, req: Any) -> Any:
+        body = req.body
+        error = self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 1 else -1)
+        resp_cls = req.spec.response
+        P = resp_cls.StopReplicaPartitionError
+        errors = []
+        if error == ErrorCode.NONE:
+            if req.version >= 3:
+                items = [(t.topic_name, p.partition_index, p.delete_partition) for t in body.topic_states for p in t.partition_states]
+            elif req.version >= 1:
+                items = [(t.name, p, body.delete_partitions) for t in body.topics for p in t.partition_indexes]
+            else:
+                items = [(p.topic_name, p.partition_index, body.delete_partitions) for p in body.ungrouped_partitions]
+            for topic, partition, delete in items:
+                code = self.broker.replicas.stop_replica(topic, partition, delete)
+                errors.append(P(topic_name=topic, partition_index=partition, error_code=code))
+        return req.response(error_code=error, partition_errors=errors)
+
+    # --- requests only the controller answers ----------------------------------------------------------
+
+    async def alter_partition(self, req: Any) -> Any:
+        body = req.body
+        items = tuple(
+            ev.AlterPartitionItem(t.topic_name, p.partition_index, p.leader_epoch, tuple(p.new_isr), p.partition_epoch,
+                                  getattr(p, "leader_recovery_state", 0))
+            for t in body.topics for p in t.partitions
+        )
+        event = ev.AlterPartitionReceived(body.broker_id, body.broker_epoch, items)
+        result = await self._controller_request(event)
+        resp_cls = req.spec.response
+        T = resp_cls.TopicData
+        P = T.PartitionData
+        by_topic: dict[str, list[Any]] = {}
+        for r in result.partitions:
+            by_topic.setdefault(r.topic, []).append(P(partition_index=r.partition, error_code=r.error, leader_id=r.leader,
+                                                      leader_epoch=r.leader_epoch, isr=list(r.isr),
+                                                      leader_recovery_state=0, partition_epoch=r.partition_epoch))
+        return req.response(throttle_time_ms=0, error_code=result.error,
+                            topics=[T(topic_name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def controlled_shutdown(self, req: Any) -> Any:
+        body = req.body
+        result = await self._controller_request(ev.ControlledShutdownRequested(body.broker_id, body.broker_epoch))
+        P = req.spec.response.RemainingPartition
+        return req.response(error_code=result.error, remaining_partitions=[
+            P(topic_name=tp.topic, partition_index=tp.partition) for tp in result.remaining])
+
+    async def _controller_request(self, event: ev.Event) -> Any:
+        from headwater.controller.controller import not_controller_response
+
+        if self.shell is None:
+            return not_controller_response(event)
+        return await self.shell.request(event)
+
+    def is_controller(self) -> bool:
+        return self.shell is not None and self.shell.active
+
+    def randomness(self) -> tuple[int, int, uuid.UUID]:
+        assert self.shell is not None
+        return self.shell.new_topic_randomness(len(self.broker.image.brokers))
+
+    async def producer_id_block(self) -> tuple[int, int]:
+        """Claim the next block of producer ids in ``/latest_producer_id_block``: [start, end)."""
+        assert self.zk is not None
+        from kazoo.exceptions import BadVersionError, NodeExistsError
+
+        while True:
+            found = await self.zk.get(PATHS.LATEST_PRODUCER_ID_BLOCK)
+            previous = znodes.decode_producer_id_block(found[0]) if found is not None and found[0] else None
+            block = znodes.next_producer_id_block(previous, self.broker_id)
+            data = znodes.encode_producer_id_block(block)
+            try:
+                if found is None:
+                    await self.zk.create(PATHS.LATEST_PRODUCER_ID_BLOCK, data)
+                else:
+                    await self.zk.set(PATHS.LATEST_PRODUCER_ID_BLOCK, data, found[1].version)
+            except (BadVersionError, NodeExistsError):
+                continue  # another broker took this block first
+            return block.block_start, block.block_end + 1
+
+    async def write_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
+        """Kafka's way: the entity's config znode, then a change notification every broker watches."""
+        assert self.zk is not None
+        from kazoo.exceptions import NodeExistsError
+
+        path = PATHS.config("topics", topic)
+        data = znodes.encode_config(configs)
+        if await self.zk.get(path) is None:
+            try:
+                await self.zk.create(path, data, make_parents=True)
+            except NodeExistsError:
+                await self.zk.set(path, data)
+        else:
+            await self.zk.set(path, data)
+        await self.zk.create(PATHS.CONFIG_CHANGE_PREFIX, znodes.encode_config_change(f"topics/{topic}"), sequence=True)
+        self._topic_configs[topic] = dict(configs)
+        if self.shell is not None and self.shell.active:
+            self.shell.submit(ev.TopicConfigChanged(topic, dict(configs)))
+
+    def watch_config_changes(self) -> None:
+        assert self.zk is not None
+        self.zk.watch_children(PATHS.CONFIG_CHANGES, self._on_config_changes)
+
+    def _on_config_changes(self, _children: list[str]) -> None:
+        # Re-read lazily: the next request that needs a topic's configs fetches them again.
+        self._topic_configs.clear()
+        asyncio.get_running_loop().create_task(self.broker.refresh_log_configs())

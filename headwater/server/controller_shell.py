@@ -1,0 +1,288 @@
+"""The active controller's I/O: ZooKeeper reads, watches and fenced writes, and the channels to brokers.
+
+The decisions are ``headwater.controller.Controller``'s. This shell feeds it one event at a time
+from a queue, applies its writes to ZooKeeper in order (each fenced on the controller epoch
+znode's version; only an accepted write is applied to the core's cache), then sends its requests
+to brokers on one FIFO queue per broker and answers the request that caused the event. A write
+that fails means another controller exists or our view is stale: the controller resigns, and the
+broker goes back to watching ``/controller``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.controller import effects as fx
+from headwater.controller import events as ev
+from headwater.controller.controller import Controller, ControllerConfig, not_controller_response
+from headwater.controller.znodes import TopicPartition, Znode, decode_live_broker, snapshot_from_znodes
+from headwater.metadata import zk as znodes
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.interbroker import (
+    PartitionLeadership,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    leader_and_isr_request,
+)
+from headwater.server.channel import BrokerChannel, ChannelError
+from headwater.server.zk import ControllerMovedError, ZooKeeper
+
+log = logging.getLogger(__name__)
+PATHS = znodes.PATHS
+LEADER_AND_ISR_VERSION = 5  # grouped by topic, with topic ids (what a 3.x ZooKeeper controller sends is 7)
+UPDATE_METADATA_VERSION = 7
+STOP_REPLICA_VERSION = 3
+SEND_RETRY_S = 0.3
+
+
+@dataclass
+class _Pending:
+    event: ev.Event
+    reply: asyncio.Future[Any] | None
+
+
+class ControllerShell:
+    def __init__(self, broker_id: int, zk: ZooKeeper, config: ControllerConfig, *,
+                 on_resigned: Callable[[], None], listener_name: str = "PLAINTEXT") -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.core = Controller(broker_id, config)
+        self._on_resigned = on_resigned
+        self._listener = listener_name
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._senders: dict[int, asyncio.Task[None]] = {}
+        self._outboxes: dict[int, asyncio.Queue[fx.BrokerRequest]] = {}
+        self._channels: dict[int, BrokerChannel] = {}
+        self._rng = random.Random()
+        self.active = False
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self, epoch: int, epoch_zk_version: int) -> None:
+        snapshot = snapshot_from_znodes(await self._read_tree())
+        self.active = True
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        self.submit(ev.ControllerElected(epoch, epoch_zk_version, snapshot))
+        self.zk.watch_children(PATHS.BROKER_IDS, self._on_broker_children)
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+
+    async def _read_tree(self) -> dict[str, Znode]:
+        """Every znode under /brokers, /config/topics and /admin/delete_topics, with its stat numbers."""
+        out: dict[str, Znode] = {}
+
+        async def walk(path: str) -> None:
+            found = await self.zk.get(path)
+            if found is None:
+                return
+            data, stat = found
+            out[path] = Znode(data, stat.version, stat.czxid)
+            children = await self.zk.children(path)
+            await asyncio.gather(*(walk(f"{path.rstrip('/')}/{c}") for c in children))
+
+        await asyncio.gather(walk("/brokers"), walk("/config/topics"), walk(PATHS.DELETE_TOPICS))
+        return out
+
+    async def stop(self) -> None:
+        self.active = False
+        tasks = [*([self._task] if self._task else []), *self._senders.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels.clear()
+        self._senders.clear()
+
+    # --- events in ------------------------------------------------------------------------------------
+
+    def submit(self, event: ev.Event) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Pending(event, fut))
+        return fut
+
+    async def request(self, event: ev.Event) -> Any:
+        """Submit a request event and wait for the controller's response."""
+        if not self.active:
+            return not_controller_response(event)
+        return await self.submit(event)
+
+    def new_topic_randomness(self, brokers: int) -> tuple[int, int, uuid.UUID]:
+        n = max(brokers, 1)
+        return self._rng.randrange(n), self._rng.randrange(n), uuid.uuid4()
+
+    def _on_broker_children(self, _children: list[str]) -> None:
+        if self.active:
+            asyncio.get_running_loop().create_task(self._broker_change())
+
+    async def _broker_change(self) -> None:
+        current = {}
+        for child in await self.zk.children(PATHS.BROKER_IDS):
+            found = await self.zk.get(PATHS.broker(int(child)))
+            if found is not None:
+                current[int(child)] = decode_live_broker(int(child), found[0], int(found[1].czxid))
+        if not self.active:
+            return
+        for event in self.core.broker_change_events(current):
+            self.submit(event)
+
+    # --- the loop ---------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while self.active:
+            pending = await self._queue.get()
+            try:
+                response = await self._process(pending.event)
+            except Exception:
+                log.exception("controller failed on %s", type(pending.event).__name__)
+                response = not_controller_response(pending.event) if _is_request(pending.event) else None
+                await self._resign()
+            if pending.reply is not None and not pending.reply.done():
+                pending.reply.set_result(response)
+
+    async def _process(self, event: ev.Event) -> Any:
+        result = self.core.handle(event)
+        for write in result.writes:
+            try:
+                await self._write(write)
+            except ControllerMovedError:
+                log.warning("controller %d was fenced: another controller has been elected", self.broker_id)
+                await self._resign()
+                return not_controller_response(event) if _is_request(event) else None
+            self.core.apply(write)
+        for req in result.requests:
+            self._outbox(req.broker_id).put_nowait(req)
+        return result.response
+
+    async def _write(self, write: fx.ZkWrite) -> None:
+        ops: list[tuple[str, str, bytes | None, int]] = []
+        for parent in write.parents:
+            if await self.zk.get(parent) is None:
+                ops.append(("create", parent, b"", -1))
+        if write.op == fx.ZkOp.DELETE and write.recursive:
+            for child in await _descendants(self.zk, write.path):
+                ops.append(("delete", child, None, -1))
+        ops.append((write.op.value, write.path, write.data, write.expected_version))
+        await self.zk.fenced(write.controller_epoch_version, ops)
+
+    async def _resign(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        self.core.handle(ev.Resigned())
+        # Everything queued gets NOT_CONTROLLER, so its sender finds the new controller.
+        while not self._queue.empty():
+            pending = self._queue.get_nowait()
+            if pending.reply is not None and not pending.reply.done():
+                pending.reply.set_result(not_controller_response(pending.event) if _is_request(pending.event) else None)
+        self._on_resigned()
+
+    # --- requests to brokers ------------------------------------------------------------------------
+
+    def _outbox(self, broker_id: int) -> asyncio.Queue[fx.BrokerRequest]:
+        box = self._outboxes.get(broker_id)
+        if box is None:
+            box = self._outboxes[broker_id] = asyncio.Queue()
+        task = self._senders.get(broker_id)
+        if task is None or task.done():
+            self._senders[broker_id] = asyncio.get_running_loop().create_task(self._send_loop(broker_id, box))
+        return box
+
+    async def _send_loop(self, broker_id: int, box: asyncio.Queue[fx.BrokerRequest]) -> None:
+        while self.active:
+            req = await box.get()
+            while self.active:
+                live = self.core.live_brokers.get(broker_id)
+                if live is None:
+                    break  # the broker is gone; what it missed it gets again when it registers
+                try:
+                    await self._send(broker_id, req)
+                    break
+                except ChannelError as exc:
+                    log.debug("request to broker %d failed: %s; retrying", broker_id, exc)
+                    await asyncio.sleep(SEND_RETRY_S)
+
+    def _channel(self, broker_id: int) -> BrokerChannel:
+        info = self.core.live_brokers[broker_id].info
+        ch = self._channels.get(broker_id)
+        if ch is None or (ch.host, ch.port) != (info.host, info.port):
+            ch = BrokerChannel(info.host, info.port, f"controller-{self.broker_id}")
+            self._channels[broker_id] = ch
+        return ch
+
+    async def _send(self, broker_id: int, req: fx.BrokerRequest) -> None:
+        channel = self._channel(broker_id)
+        if isinstance(req, fx.LeaderAndIsrRequest):
+            msg = leader_and_isr_request(
+                LEADER_AND_ISR_VERSION, controller_id=req.controller_id, controller_epoch=req.controller_epoch,
+                broker_epoch=req.broker_epoch,
+                states=[PartitionLeadership(p.topic, p.partition, p.controller_epoch, p.leader, p.leader_epoch, p.isr,
+                                            p.partition_epoch, p.replicas, p.adding_replicas, p.removing_replicas,
+                                            p.is_new, p.leader_recovery_state) for p in req.partitions],
+                topic_ids={p.topic: p.topic_id for p in req.partitions},
+                live_leaders=[(b.broker_id, b.host, b.port) for b in req.live_leaders],
+            )
+            await channel.request(msg, LEADER_AND_ISR_VERSION)
+        elif isinstance(req, fx.UpdateMetadataRequest):
+            await channel.request(self._update_metadata(req), UPDATE_METADATA_VERSION)
+        elif isinstance(req, fx.StopReplicaRequest):
+            T = StopReplicaRequest.StopReplicaTopicState
+            P = T.StopReplicaPartitionState
+            by_topic: dict[str, list[fx.StopReplicaPartition]] = {}
+            for p in req.partitions:
+                by_topic.setdefault(p.topic, []).append(p)
+            msg = StopReplicaRequest(
+                version=STOP_REPLICA_VERSION, controller_id=req.controller_id, controller_epoch=req.controller_epoch,
+                broker_epoch=req.broker_epoch,
+                topic_states=[T(topic_name=t, partition_states=[P(partition_index=p.partition, leader_epoch=p.leader_epoch,
+                                                                  delete_partition=p.delete) for p in ps])
+                              for t, ps in by_topic.items()],
+            )
+            resp = await channel.request(msg, STOP_REPLICA_VERSION)
+            errors = tuple((TopicPartition(e.topic_name, e.partition_index), ErrorCode(e.error_code))
+                           for e in resp.partition_errors)
+            self.submit(ev.StopReplicaResponseReceived(broker_id, errors))
+
+    def _update_metadata(self, req: fx.UpdateMetadataRequest) -> Any:
+        T = UpdateMetadataRequest.UpdateMetadataTopicState
+        P = T.UpdateMetadataPartitionState
+        B = UpdateMetadataRequest.UpdateMetadataBroker
+        E = B.UpdateMetadataEndpoint
+        by_topic: dict[str, list[fx.UpdateMetadataPartition]] = {}
+        for p in req.partitions:
+            by_topic.setdefault(p.topic, []).append(p)
+        return UpdateMetadataRequest(
+            version=UPDATE_METADATA_VERSION, controller_id=req.controller_id, controller_epoch=req.controller_epoch,
+            broker_epoch=req.broker_epoch,
+            topic_states=[T(topic_name=t, topic_id=ps[0].topic_id, partition_states=[
+                P(partition_index=p.partition, controller_epoch=p.controller_epoch, leader=p.leader,
+                  leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch, replicas=list(p.replicas),
+                  offline_replicas=list(p.offline_replicas)) for p in ps]) for t, ps in by_topic.items()],
+            live_brokers=[B(id=b.broker_id, endpoints=[E(port=b.port, host=b.host, listener=self._listener,
+                                                         security_protocol=0)], rack=b.rack)
+                          for b in req.live_brokers],
+        )
+
+
+def _is_request(event: ev.Event) -> bool:
+    return isinstance(event, ev.ControlledShutdownRequested | ev.AlterPartitionReceived | ev.CreateTopicsRequested
+                      | ev.DeleteTopicsRequested | ev.CreatePartitionsRequested)
+
+
+async def _descendants(zk: ZooKeeper, path: str) -> list[str]:
+    """Children before parents, so a multi can delete a subtree."""
+    out: list[str] = []
+    for child in await zk.children(path):
+        sub = f"{path}/{child}"
+        out += await _descendants(zk, sub)
+        out.append(sub)
+    return out
