@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from headwater.admin.cluster import cluster
 from headwater.admin.configs import configs
 from headwater.admin.topics import topics
 from headwater.server.config import ConfigError, load_config
@@ -51,6 +52,7 @@ def demo(data_dir: Path | None, messages: int) -> None:
 
 main.add_command(topics, "topics")
 main.add_command(configs, "configs")
+main.add_command(cluster, "cluster")
 
 
 def _add_optional_commands() -> None:
