@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +27,9 @@ PARTITIONS = 3
 
 
 class StreamProducer(threading.Thread):
-    """Produces ``workload`` at a steady pace with confluent-kafka and records every delivery report."""
+    """Produces ``workload`` with confluent-kafka and records every delivery report."""
+
+    WINDOW = 2_000
 
     def __init__(self, bootstrap: str, topic: str, workload: Workload, idempotent: bool) -> None:
         super().__init__(daemon=True)
@@ -54,6 +55,10 @@ class StreamProducer(threading.Thread):
         with self._lock:
             return len(self.acked)
 
+    def settled_count(self) -> int:
+        with self._lock:
+            return len(self.acked) + len(self.errors)
+
     def _on_delivery(self, err: object, msg: object) -> None:
         with self._lock:
             if err is not None:
@@ -76,7 +81,10 @@ class StreamProducer(threading.Thread):
                 self.produced = i + 1
                 if i % 250 == 249:
                     producer.poll(0)
-                    time.sleep(0.005)  # pacing, so that the stream lasts a few seconds
+                    # At most WINDOW unacknowledged messages: the stream moves at the broker's pace,
+                    # so it is still going when the broker is killed, and waits while it is down.
+                    while self.produced - self.settled_count() > self.WINDOW:
+                        producer.poll(0.01)
             self.flushed_left = producer.flush(120)
         except BaseException as exc:  # reported by the test
             self.failure = exc
