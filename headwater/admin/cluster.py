@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -113,18 +114,25 @@ def cluster() -> None:
 @click.option("--config", "configs", multiple=True, help="Extra broker property key=value (repeatable).")
 def up(count: int, data_dir: Path, base_port: int, zookeeper_port: int | None, racks: str | None, configs: tuple[str, ...]) -> None:
     """Start ZooKeeper and the brokers, wait until all are registered, print the bootstrap address."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    if (data_dir / STATE_FILE).exists() and any(_pid_alive(p) for p in data_dir.glob("*.pid")):
-        raise click.ClickException(f"a cluster is already running in {data_dir}; 'headwater cluster down' first")
-    rack_list = [r.strip() for r in racks.split(",")] if racks else []
     props = {}
     for item in configs:
         if "=" not in item:
             raise click.BadParameter(f"{item!r} is not key=value", param_hint="--config")
         k, v = item.split("=", 1)
         props[k.strip()] = v.strip()
-    state = ClusterState(zookeeper_port or base_port - 1, props=props)
-    state.brokers = [BrokerEntry(i, base_port + i - 1, rack_list[(i - 1) % len(rack_list)] if rack_list else None)
+    rack_list = [r.strip() for r in racks.split(",")] if racks else []
+    state = start_cluster(data_dir, count, base_port, zookeeper_port or base_port - 1, rack_list, props, echo=click.echo)
+    click.echo(f"bootstrap: {state.bootstrap}")
+
+
+def start_cluster(data_dir: Path, count: int, base_port: int, zookeeper_port: int, racks: list[str],
+                  props: dict[str, str], echo: Callable[[str], object] = lambda _m: None) -> ClusterState:
+    """Start ZooKeeper and ``count`` brokers in ``data_dir``; return once every broker is registered."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if (data_dir / STATE_FILE).exists() and any(_pid_alive(p) for p in data_dir.glob("*.pid")):
+        raise click.ClickException(f"a cluster is already running in {data_dir}; 'headwater cluster down' first")
+    state = ClusterState(zookeeper_port, props=props)
+    state.brokers = [BrokerEntry(i, base_port + i - 1, racks[(i - 1) % len(racks)] if racks else None)
                      for i in range(1, count + 1)]
     state.save(data_dir)
     zk = ZooKeeperProcess(state.zookeeper_port, data_dir)
@@ -132,17 +140,18 @@ def up(count: int, data_dir: Path, base_port: int, zookeeper_port: int | None, r
         zk.start()
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"ZooKeeper on 127.0.0.1:{state.zookeeper_port} (pid {zk.proc.pid if zk.proc else '?'})")
+    echo(f"ZooKeeper on 127.0.0.1:{state.zookeeper_port} (pid {zk.proc.pid if zk.proc else '?'})")
     for entry in state.brokers:
         proc = broker_process(state, entry, data_dir)
         try:
             proc.start()
         except RuntimeError as exc:
+            stop_cluster(data_dir)
             raise click.ClickException(f"broker {entry.broker_id} did not start: {exc}") from None
-        click.echo(f"broker {entry.broker_id} on 127.0.0.1:{entry.port}{f' rack {entry.rack}' if entry.rack else ''} "
-                   f"(pid {proc.proc.pid if proc.proc else '?'})")
+        echo(f"broker {entry.broker_id} on 127.0.0.1:{entry.port}{f' rack {entry.rack}' if entry.rack else ''} "
+             f"(pid {proc.proc.pid if proc.proc else '?'})")
     wait_registered(state.bootstrap, {b.broker_id for b in state.brokers})
-    click.echo(f"bootstrap: {state.bootstrap}")
+    return state
 
 
 @cluster.command("add-broker")
@@ -213,6 +222,10 @@ def status(data_dir: Path) -> None:
 @click.option("--data-dir", required=True, type=click.Path(path_type=Path))
 def down(data_dir: Path) -> None:
     """Stop every broker (controlled shutdown) and ZooKeeper, by PID."""
+    stop_cluster(data_dir, echo=click.echo)
+
+
+def stop_cluster(data_dir: Path, echo: Callable[[str], object] = lambda _m: None) -> None:
     state = ClusterState.load(data_dir)
     for b in state.brokers:
         path = data_dir / f"broker-{b.broker_id}.pid"
@@ -222,11 +235,11 @@ def down(data_dir: Path) -> None:
         _stop_pid(pid, timeout_s=60)
         with contextlib.suppress(OSError):
             path.unlink()
-        click.echo(f"broker {b.broker_id} stopped")
+        echo(f"broker {b.broker_id} stopped")
     zk_pid = _pid_alive(data_dir / "zookeeper.pid")
     if zk_pid is not None:
         _stop_pid(zk_pid, timeout_s=15)
-        click.echo("zookeeper stopped")
+        echo("zookeeper stopped")
     with contextlib.suppress(OSError):
         (data_dir / "zookeeper.pid").unlink()
 

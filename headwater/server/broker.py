@@ -190,6 +190,8 @@ class Broker:
         while not self._stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), TICK_INTERVAL_S)
+            if self._stopping.is_set():
+                return  # the logs are about to close; no retention on closed logs
             try:
                 retention_due = time.monotonic() - last_retention >= retention_check_s
                 if retention_due:
@@ -205,6 +207,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.stop()  # leadership moves away while we still serve followers
         self._stopping.set()
+        await self._housekeeping_task
         await self.replicas.stop()
         for server in self._servers:
             server.close()
