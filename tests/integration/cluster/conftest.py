@@ -1,0 +1,58 @@
+"""Fixtures for the ZooKeeper-mode cluster tests: real ZooKeeper and broker processes.
+
+``shared_cluster`` (module)
+    Three brokers (RF 3 by default, ``zookeeper.session.timeout.ms=6000``) shared by the tests of
+    one module. Tests that use it create their own topics and leave every broker running.
+``cluster_factory`` (function)
+    ``cluster_factory(size=3, props=None) -> LocalCluster``: a fresh cluster for a test that kills,
+    pauses or restarts brokers. Everything it started is stopped by PID at teardown.
+
+When a test fails, the log tail of every broker of the clusters it used is added to the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from cluster_support import LocalCluster, start_cluster
+
+_CLUSTERS_KEY = pytest.StashKey[list[LocalCluster]]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        clusters = list(item.stash.get(_CLUSTERS_KEY, []))
+        clusters += [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, LocalCluster) and v not in clusters]
+        for cluster in clusters:
+            report.sections.extend(cluster.log_tails())
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster = start_cluster(tmp_path_factory.mktemp("shared-cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+    started: list[LocalCluster] = []
+    request.node.stash[_CLUSTERS_KEY] = started
+
+    def make(size: int = 3, props: dict[str, str] | None = None) -> LocalCluster:
+        cluster = start_cluster(tmp_path / f"cluster-{len(started)}", size, props)
+        started.append(cluster)
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for cluster in started:
+            cluster.stop()
