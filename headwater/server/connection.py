@@ -204,6 +204,8 @@ class Connection(asyncio.BufferedProtocol):
                 log.exception("request handler failed")
                 self.abort(f"internal error: {exc!r}")
                 return
+            if self.closed or not self._queue:
+                return  # the connection went away while this request was being answered
             self._queue.popleft()
             if self._reading_paused and len(self._queue) < MAX_PENDING_REQUESTS // 2:
                 self._reading_paused = False
