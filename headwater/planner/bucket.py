@@ -37,6 +37,9 @@ from headwater.planner.snapshot import plan_cols
 
 # How much one step of topic spread weighs against one (squared, mean-size normalised) byte deviation.
 TOPIC_WEIGHT = 2.0
+# The same trade-off for where evacuated replicas land (tuned separately on the benchmark's
+# remove/dead cases; with the exchange polish after evacuation, the same value serves both).
+FORCED_TOPIC_WEIGHT = 2.0
 # Destinations scored jointly with the replica for each count move (the neediest ones first).
 SINKS_CONSIDERED = 1
 
@@ -181,7 +184,7 @@ class _ReplicaPlanner:
         # over the replicas it still needs.
         ideal = (self.byte_target[cand] - self.bytes[cand]) / np.maximum(deficit, 1)
         byte_cost = np.minimum((float(self.size[row]) - ideal) ** 2 / (2.0 * self.mean_size**2), 4.0)
-        score = TOPIC_WEIGHT * topic + byte_cost
+        score = FORCED_TOPIC_WEIGHT * topic + byte_cost
         order = np.lexsort((cand, -deficit, score, ~(deficit > 0)))
         return int(cand[order[0]])
 
@@ -268,6 +271,7 @@ class _ReplicaPlanner:
                 dest = self._reroute(row, src, dest, placed)
             self._replace(row, col, dest)
             placed.append((row, col, src))
+        self._polish(placed)
         # Rack violations already present in the snapshot.
         rack = self.ctx.rack
         racks = np.where(reps >= 0, rack[np.maximum(reps, 0)], -1)
@@ -331,6 +335,78 @@ class _ReplicaPlanner:
             placed[i] = (r2, c2, src2)
             return c
         return fallback
+
+    def _polish(self, placed: list[tuple[int, int, int]]) -> None:
+        """Exchange the destinations of two evacuated replicas when that evens out bytes.
+
+        Where an evacuated replica lands is a free choice (it costs one move wherever it goes), so
+        swapping the landing brokers of two of them keeps the move count and the per-broker counts
+        and can only be judged on bytes and topic spread. Greedy: heaviest receiver against lightest.
+        """
+        if len(placed) < 2:
+            return
+        rows = np.array([r for r, _, _ in placed], dtype=np.int64)
+        cols = np.array([c for _, c, _ in placed], dtype=np.int64)
+        for _ in range(2 * len(placed)):
+            dest = self.reps[rows, cols]
+            receivers = np.unique(dest)
+            if len(receivers) < 2:
+                return
+            dev = self.bytes[receivers] - self.byte_target[receivers]
+            improved = False
+            for hi in receivers[np.argsort(-dev, kind="stable")][:4].tolist():
+                for lo in receivers[np.argsort(dev, kind="stable")][:4].tolist():
+                    if hi == lo or self._polish_pair(rows, cols, dest, hi, lo):
+                        improved = improved or hi != lo
+                        if hi != lo:
+                            break
+                if improved:
+                    break
+            if not improved:
+                return
+
+    def _polish_pair(self, rows: IntArray, cols: IntArray, dest: IntArray, hi: int, lo: int) -> bool:
+        on_hi = np.nonzero(dest == hi)[0]
+        on_lo = np.nonzero(dest == lo)[0]
+        if len(on_hi) == 0 or len(on_lo) == 0:
+            return False
+        e_hi = self.bytes[hi] - self.byte_target[hi]
+        e_lo = self.bytes[lo] - self.byte_target[lo]
+        s_hi = self.size[rows[on_hi]].astype(np.float64)[:, None]
+        s_lo = self.size[rows[on_lo]].astype(np.float64)[None, :]
+        delta = s_hi - s_lo  # bytes that leave hi for lo
+        gain = abs(e_hi) + abs(e_lo) - (np.abs(e_hi - delta) + np.abs(e_lo + delta))
+        t_hi = self.topic_idx[rows[on_hi]][:, None]
+        t_lo = self.topic_idx[rows[on_lo]][None, :]
+        # Topic cost of the exchange (sum of squares / 2): zero for two replicas of one topic.
+        topic = np.where(
+            t_hi == t_lo,
+            0,
+            (self.tc[t_hi, lo] - self.tc[t_hi, hi] + 1) + (self.tc[t_lo, hi] - self.tc[t_lo, lo] + 1),
+        )
+        score = gain / self.mean_size - FORCED_TOPIC_WEIGHT * np.maximum(topic, 0)
+        while True:
+            i, j = np.unravel_index(int(np.argmax(score)), score.shape)
+            if score[i, j] <= 0.01:
+                return False
+            a, b = int(rows[on_hi[i]]), int(rows[on_lo[j]])
+            ca, cb = int(cols[on_hi[i]]), int(cols[on_lo[j]])
+            if a != b and self._can_swap(a, hi, lo) and self._can_swap(b, lo, hi):
+                self._replace(a, ca, lo)
+                self._replace(b, cb, hi)
+                self.moves -= 2  # the same two evacuations, landing elsewhere
+                return True
+            score[i, j] = -np.inf
+
+    def _can_swap(self, row: int, src: int, dest: int) -> bool:
+        if not (self.ctx.forced_dest[dest] and self.movable[row]):
+            return False
+        saved = self.limit[dest]
+        self.limit[dest] = np.inf  # the exchange keeps dest's bytes near where they were
+        try:
+            return bool(self._fits(np.array([row]), dest, src)[0])
+        finally:
+            self.limit[dest] = saved
 
     def balance_counts(self, ceiling: IntArray | None = None) -> None:
         """Move replicas from brokers above target to brokers below.
