@@ -49,6 +49,15 @@ def _table(title: str, state: dict[int, tuple[int, list[int], list[int]]], extra
     return table
 
 
+def _all_in_sync(bootstrap: str) -> bool:
+    """Every partition known to the cluster's metadata, each with all 3 replicas in sync."""
+    try:
+        state = _leaders_and_isrs(bootstrap)
+    except StopIteration:  # the topic is not in this broker's metadata yet
+        return False
+    return len(state) == PARTITIONS and all(len(isr) == 3 for _l, _r, isr in state.values())
+
+
 def _wait(predicate: object, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -77,7 +86,10 @@ def run_demo(data_dir: Path | None, messages: int) -> int:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="headwater-demo")
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, topic_configs={"min.insync.replicas": "2"})])
         admin.close()
-        _wait(lambda: all(len(isr) == 3 for _l, _r, isr in _leaders_and_isrs(bootstrap).values()), 30)
+        # CreateTopics returns once the controller has written ZooKeeper; brokers learn of the
+        # new partitions a moment later, from the controller's LeaderAndIsr and UpdateMetadata.
+        if not _wait(lambda: _all_in_sync(bootstrap), 30):
+            raise RuntimeError(f"{TOPIC} did not come online with full ISRs within 30 s")
         console.print(f"2. Created topic [bold]{TOPIC}[/]: {PARTITIONS} partitions, 3 replicas each, "
                       "min.insync.replicas=2, so an acknowledged message is on at least 2 brokers")
         before = _leaders_and_isrs(bootstrap)
@@ -138,7 +150,7 @@ def run_demo(data_dir: Path | None, messages: int) -> int:
 
         entry = next(b for b in ClusterState.load(root).brokers if b.broker_id == victim)
         broker_process(state, entry, root).start()
-        healed = _wait(lambda: all(len(isr) == 3 for _l, _r, isr in _leaders_and_isrs(bootstrap).values()), 60)
+        healed = _wait(lambda: _all_in_sync(bootstrap), 60)
         after = _leaders_and_isrs(bootstrap)
         counts = {p: f"{len(read[p]):,}" for p in range(PARTITIONS)}
         console.print(f"5. Restarted broker {victim}: it caught up from the leaders and rejoined every ISR: "

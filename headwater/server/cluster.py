@@ -31,7 +31,7 @@ from headwater.protocol.interbroker import ControlledShutdownRequest, iter_leade
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.server.channel import BrokerChannel, ChannelError
 from headwater.server.controller_shell import ControllerShell
-from headwater.server.zk import ZooKeeper
+from headwater.server.zk import DuplicateRegistrationError, ZooKeeper
 
 if TYPE_CHECKING:
     from headwater.server.broker import Broker
@@ -89,7 +89,19 @@ class ClusterMember:
         cfg = self.broker.config
         endpoints = tuple(znodes.Endpoint(listener.name, listener.host, listener.port) for listener in cfg.advertised)
         reg = znodes.BrokerRegistration(cfg.broker_id, endpoints, int(time.time() * 1000), cfg.rack)
-        self.broker.broker_epoch = await self.zk.register_broker(cfg.broker_id, znodes.encode_broker(reg))
+        # A broker restarted within the session timeout finds its previous life's ephemeral node
+        # still there. Kafka gives up at once; waiting for that session to expire (it will, the
+        # process is gone) lets a quick restart just work, and a real duplicate id still fails.
+        deadline = time.monotonic() + 2 * self.session_timeout_ms / 1000 + 5
+        while True:
+            try:
+                self.broker.broker_epoch = await self.zk.register_broker(cfg.broker_id, znodes.encode_broker(reg))
+                break
+            except DuplicateRegistrationError:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("broker id %d is still registered by a previous session; waiting for it to expire", cfg.broker_id)
+                await asyncio.sleep(0.5)
         log.info("broker %d registered in ZooKeeper (broker epoch %d)", cfg.broker_id, self.broker.broker_epoch)
 
     def _session_lost(self) -> None:

@@ -44,7 +44,7 @@ SEND_RETRY_S = 0.3
 
 @dataclass
 class _Pending:
-    event: ev.Event
+    event: ev.Event | None  # None: re-read /brokers/ids and turn the difference into events
     reply: asyncio.Future[Any] | None
 
 
@@ -63,6 +63,7 @@ class ControllerShell:
         self._channels: dict[int, BrokerChannel] = {}
         self._rng = random.Random()
         self.active = False
+        self._broker_change_queued = False
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -121,30 +122,41 @@ class ControllerShell:
         return self._rng.randrange(n), self._rng.randrange(n), uuid.uuid4()
 
     def _on_broker_children(self, _children: list[str]) -> None:
-        if self.active:
-            asyncio.get_running_loop().create_task(self._broker_change())
+        # The read and the diff against the controller's view happen in the event loop, in turn
+        # with every other event: two reads racing each other could otherwise apply an older
+        # view after a newer one (a broker that expired and re-registered would stay "expired").
+        if self.active and not self._broker_change_queued:
+            self._broker_change_queued = True
+            self._queue.put_nowait(_Pending(None, None))
 
     async def _broker_change(self) -> None:
+        self._broker_change_queued = False
         current = {}
         for child in await self.zk.children(PATHS.BROKER_IDS):
             found = await self.zk.get(PATHS.broker(int(child)))
             if found is not None:
                 current[int(child)] = decode_live_broker(int(child), found[0], int(found[1].czxid))
-        if not self.active:
-            return
         for event in self.core.broker_change_events(current):
-            self.submit(event)
+            if not self.active:
+                return
+            log.info("controller %d: %s", self.broker_id, event)
+            await self._process(event)
 
     # --- the loop ---------------------------------------------------------------------------------------
 
     async def _run(self) -> None:
         while self.active:
             pending = await self._queue.get()
+            response = None
             try:
-                response = await self._process(pending.event)
+                if pending.event is None:
+                    await self._broker_change()
+                else:
+                    response = await self._process(pending.event)
             except Exception:
                 log.exception("controller failed on %s", type(pending.event).__name__)
-                response = not_controller_response(pending.event) if _is_request(pending.event) else None
+                if pending.event is not None and _is_request(pending.event):
+                    response = not_controller_response(pending.event)
                 await self._resign()
             if pending.reply is not None and not pending.reply.done():
                 pending.reply.set_result(response)
@@ -183,7 +195,8 @@ class ControllerShell:
         while not self._queue.empty():
             pending = self._queue.get_nowait()
             if pending.reply is not None and not pending.reply.done():
-                pending.reply.set_result(not_controller_response(pending.event) if _is_request(pending.event) else None)
+                event = pending.event
+                pending.reply.set_result(not_controller_response(event) if event is not None and _is_request(event) else None)
         self._on_resigned()
 
     # --- requests to brokers ------------------------------------------------------------------------

@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 PATHS = znodes.PATHS
 
 
+class DuplicateRegistrationError(RuntimeError):
+    """``/brokers/ids/<id>`` belongs to another live session."""
+
+
 class ControllerMovedError(Exception):
     """A fenced write failed its epoch check: another controller has been elected since."""
 
@@ -147,7 +151,7 @@ class ZooKeeper:
                 _data, stat = existing
                 if stat.ephemeralOwner == self.session_id:
                     return int(stat.czxid)
-                raise RuntimeError(
+                raise DuplicateRegistrationError(
                     f"broker id {broker_id} is already registered by another ZooKeeper session "
                     f"(0x{stat.ephemeralOwner:x}); is another broker running with broker.id={broker_id}?"
                 ) from None
