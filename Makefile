@@ -19,6 +19,9 @@ test: system venv lint typecheck
 lint: venv
 	$(VENV)/bin/ruff check $(wildcard headwater tests benchmarks examples)
 	$(VENV)/bin/lint-imports
+	@# pytest imports test modules by basename (rootdir-relative, no packages): two test_x.py break collection.
+	@dups=$$(find tests -name 'test_*.py' -printf '%f\n' | sort | uniq -d); \
+	  if [ -n "$$dups" ]; then echo "test module names must be unique across tests/: $$dups"; exit 1; fi
 
 typecheck: venv
 	$(VENV)/bin/mypy

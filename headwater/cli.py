@@ -10,6 +10,7 @@ import click
 
 from headwater.admin.cluster import cluster
 from headwater.admin.configs import configs
+from headwater.admin.reassign import reassign
 from headwater.admin.topics import topics
 from headwater.server.config import ConfigError, load_config
 
@@ -53,6 +54,7 @@ def demo(data_dir: Path | None, messages: int) -> None:
 main.add_command(topics, "topics")
 main.add_command(configs, "configs")
 main.add_command(cluster, "cluster")
+main.add_command(reassign, "reassign")
 
 
 def _add_optional_commands() -> None:

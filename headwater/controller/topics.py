@@ -11,9 +11,9 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 
-from headwater.controller.placement import assign_replicas
 from headwater.metadata.configs import validate_topic_config
 from headwater.metadata.image import ClusterImage, PartitionState, TopicImage
+from headwater.placement import assign_replicas
 from headwater.protocol.errors import ErrorCode, KafkaError
 
 MAX_TOPIC_NAME_LENGTH = 249

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from headwater.controller.placement import assign_replicas, rack_alternated
+from headwater.placement import assign_replicas, rack_alternated
 from headwater.protocol.errors import ErrorCode, KafkaError
 
 RACKS = {0: "r1", 1: "r3", 2: "r3", 3: "r2", 4: "r2", 5: "r1"}

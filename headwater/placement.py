@@ -1,5 +1,8 @@
 """Replica placement for new topics and partitions: Kafka's ``assignReplicasToBrokers``.
 
+Shared by the controller (topic creation) and the admin tools (``reassign --generate``), so it
+lives outside both and depends only on the protocol's error type.
+
 Rack-unaware: the broker list in the order given, a start index and a replica shift that grows
 each time the partition number wraps around the broker count, so followers of consecutive
 "rounds" land on different brokers. Rack-aware: the same over a list that alternates racks, and
