@@ -250,8 +250,7 @@ def throttled_replicas(moves: Mapping[TopicPartition, tuple[list[int], list[int]
     return {t: (",".join(sorted(leaders.get(t, ()))), ",".join(sorted(followers.get(t, ())))) for t in leaders}
 
 
-def execute(cluster: Cluster, plan_json: str, additional: bool, throttle: int, echo: Any) -> int:
-    plan = parse_reassignment_json(plan_json)
+def execute(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], additional: bool, throttle: int, echo: Any) -> int:
     ongoing = cluster.ongoing()
     if ongoing and not additional:
         raise ToolError("Cannot execute because there is an existing partition assignment.  Use --additional to "
@@ -292,9 +291,9 @@ def execute(cluster: Cluster, plan_json: str, additional: bool, throttle: int, e
     return 0
 
 
-def verify(cluster: Cluster, plan_json: str, preserve_throttles: bool, echo: Any) -> tuple[int, bool]:
+def verify(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_throttles: bool,
+           echo: Any) -> tuple[int, bool]:
     """Returns (exit code, everything in the plan done)."""
-    plan = parse_reassignment_json(plan_json)
     ongoing = cluster.ongoing()
     try:
         current = cluster.assignments({t for t, _p in plan})
@@ -333,8 +332,7 @@ def clear_throttles(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], 
     echo(f"Clearing topic-level throttles on topic{'s' if len(topics) > 1 else ''} {','.join(topics)}")
 
 
-def cancel(cluster: Cluster, plan_json: str, preserve_throttles: bool, echo: Any) -> int:
-    plan = parse_reassignment_json(plan_json)
+def cancel(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_throttles: bool, echo: Any) -> int:
     ongoing = cluster.ongoing()
     # Kafka's original rule: a partition is moving if it adds or removes anything.
     targets = {tp: None for tp in plan if tp in ongoing and (ongoing[tp].adding or ongoing[tp].removing)}
@@ -427,21 +425,26 @@ def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, com
         usage(f'Option "[additional]" can\'t be used with action "[{action}]"')
     client_id = _command_config(command_config).get("client.id", CLIENT_ID)
     try:
+        # A bad plan is refused before anything is sent to the cluster.
+        plan = parse_reassignment_json(_read(reassignment_json_file)) if reassignment_json_file is not None else {}
+        topics_json = _read(topics_to_move_json_file) if topics_to_move_json_file is not None else ""
+        if action == "generate":
+            parse_topics_json(topics_json)
         with AdminClient(str(bootstrap), client_id=client_id) as client:
             cluster_ = Cluster(client)
             if action == "generate":
                 assert topics_to_move_json_file is not None and broker_list is not None
-                click.echo(generate(cluster_, _read(topics_to_move_json_file), broker_list, disable_rack_aware))
+                click.echo(generate(cluster_, topics_json, broker_list, disable_rack_aware))
                 code = 0
             elif action == "execute":
                 assert reassignment_json_file is not None
-                code = execute(cluster_, _read(reassignment_json_file), additional, throttle, click.echo)
+                code = execute(cluster_, plan, additional, throttle, click.echo)
             elif action == "verify":
                 assert reassignment_json_file is not None
-                code, _done = verify(cluster_, _read(reassignment_json_file), preserve_throttles, click.echo)
+                code, _done = verify(cluster_, plan, preserve_throttles, click.echo)
             elif action == "cancel":
                 assert reassignment_json_file is not None
-                code = cancel(cluster_, _read(reassignment_json_file), preserve_throttles, click.echo)
+                code = cancel(cluster_, plan, preserve_throttles, click.echo)
             else:
                 code = list_reassignments(cluster_, click.echo)
     except ToolError as exc:
