@@ -356,10 +356,9 @@ class _ReplicaPlanner:
             improved = False
             for hi in receivers[np.argsort(-dev, kind="stable")][:4].tolist():
                 for lo in receivers[np.argsort(dev, kind="stable")][:4].tolist():
-                    if hi == lo or self._polish_pair(rows, cols, dest, hi, lo):
-                        improved = improved or hi != lo
-                        if hi != lo:
-                            break
+                    if hi != lo and self._polish_pair(rows, cols, dest, hi, lo):
+                        improved = True
+                        break
                 if improved:
                     break
             if not improved:
