@@ -37,11 +37,12 @@ machinery below does not change.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from headwater.controller.effects import (
+    AlterPartitionReassignmentsResponse,
     AlterPartitionResponse,
     AlterPartitionResult,
     BrokerRequest,
@@ -54,7 +55,11 @@ from headwater.controller.effects import (
     DeletionMarkerRemoved,
     LeaderAndIsrPartition,
     LeaderAndIsrRequest,
+    LegacyReassignmentWritten,
+    ListPartitionReassignmentsResponse,
+    OngoingReassignment,
     PartitionStateWritten,
+    ReassignmentResult,
     Response,
     StopReplicaPartition,
     StopReplicaRequest,
@@ -71,6 +76,7 @@ from headwater.controller.effects import (
 )
 from headwater.controller.events import (
     AlterPartitionItem,
+    AlterPartitionReassignmentsRequested,
     AlterPartitionReceived,
     BrokerExpired,
     BrokerRegistered,
@@ -80,6 +86,8 @@ from headwater.controller.events import (
     CreateTopicsRequested,
     DeleteTopicsRequested,
     Event,
+    LegacyReassignmentRequested,
+    ListPartitionReassignmentsRequested,
     Resigned,
     StopReplicaResponseReceived,
     TopicConfigChanged,
@@ -156,7 +164,26 @@ EVENT_RULES: Mapping[type, str] = {
     DeleteTopicsRequested: "write the deletion marker; UpdateMetadata with leader -2; StopReplica(delete=true)",
     CreatePartitionsRequested: "validate and place the added partitions; rewrite the assignment; write new states",
     TopicConfigChanged: "cache the config; if unclean election became allowed, elect that topic's offline partitions",
+    AlterPartitionReassignmentsRequested: "validate each partition on its own; the rest start (phase U, then A or B), "
+    "replace an ongoing reassignment (keeping the original set) or cancel it (target := original); they leave "
+    "/admin/reassign_partitions (the latest request wins)",
+    ListPartitionReassignmentsRequested: "answer RS, AR and RR of the ongoing reassignments from the cache; no writes",
+    LegacyReassignmentRequested: "start every readable entry of /admin/reassign_partitions (no liveness check); "
+    "entries that cannot start leave the znode, and each completed partition leaves it",
 }
+
+REASSIGNMENT_PHASES: Mapping[str, str] = {
+    "U": "RS = TRS + (ORS - TRS), AR = TRS - ORS, RR = ORS - TRS written to the topic znode before memory. Replicas "
+    "that drop out of a replaced reassignment (or the adding replicas of a cancelled one) leave the leadership and "
+    "the ISR first (one write each), then get StopReplica(delete=false) and StopReplica(delete=true)",
+    "A": "TRS not within the ISR: bump the leader epoch; LeaderAndIsr with RS, AR, RR to the live replicas of RS, "
+    "IsNew for AR; the new replicas start fetching",
+    "B": "TRS within the ISR: leader moves to the first live TRS replica in the ISR if it is not in TRS or not "
+    "live, else the leader epoch is bumped; each RR replica leaves the ISR (one write each); RR get "
+    "StopReplica(delete=false) then StopReplica(delete=true); the topic znode gets RS = TRS last; the partition "
+    "leaves /admin/reassign_partitions if the znode targets TRS; UpdateMetadata to every broker",
+}
+"""KIP-455 in the ZooKeeper controller (``KafkaController.onPartitionReassignment``)."""
 
 
 def elect_leader(
@@ -188,6 +215,10 @@ def remove_from_isr(leader: int, isr: tuple[int, ...], replica: int) -> tuple[in
     return new_leader, new_isr
 
 
+def _of_topic(name: str) -> Callable[[tuple[str, int], tuple[int, ...]], bool]:
+    return lambda key, _replicas: key[0] == name
+
+
 def not_controller_response(event: Event) -> Response | None:
     """The answer to a request this broker cannot serve because it is not (or no longer) the controller."""
     code = ErrorCode.NOT_CONTROLLER
@@ -201,6 +232,10 @@ def not_controller_response(event: Event) -> Response | None:
         return DeleteTopicsResponse(tuple(TopicResult(n, code) for n in event.names))
     if isinstance(event, CreatePartitionsRequested):
         return CreatePartitionsResponse(tuple(TopicResult(t.name, code) for t in event.topics))
+    if isinstance(event, AlterPartitionReassignmentsRequested):
+        return AlterPartitionReassignmentsResponse(code)
+    if isinstance(event, ListPartitionReassignmentsRequested):
+        return ListPartitionReassignmentsResponse(code)
     return None
 
 
@@ -213,6 +248,28 @@ class ControllerConfig:
     delete_topic_enable: bool = True
     unclean_leader_election_enable: bool = False
     """Broker default; the topic config ``unclean.leader.election.enable`` overrides it."""
+    reassignment_max_concurrent_moves_per_broker: int = 0
+    """``reassignment.max.concurrent.moves.per.broker``: at most this many ongoing reassignments add or remove a
+    replica on any one broker; the rest wait in a queue. 0: no limit (Kafka's behaviour)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """One partition's reassignment as :meth:`Controller.reassignments` reports it.
+
+    An ongoing one is in ZooKeeper: ``replicas`` (RS), ``adding_replicas`` (AR), ``removing_replicas``
+    (RR); ``original`` = RS - AR, ``target`` = RS - RR. A queued one (``queued``) has not started:
+    RS is the partition's current assignment (= ``original``), AR and RR are empty, and ``target``
+    is what it will be reassigned to when a move slot frees."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+    original: tuple[int, ...]
+    target: tuple[int, ...]
+    queued: bool = False
 
 
 @dataclass
@@ -230,6 +287,12 @@ class _Step:
     um_full: set[int] = field(default_factory=set)
     um_brokers: bool = False
     stop: dict[int, dict[TopicPartition, StopReplicaPartition]] = field(default_factory=dict)
+    flushed: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    """States already written (in ``writes``) by this step; a later change of the same partition builds on them."""
+    stop_offline: dict[int, dict[TopicPartition, StopReplicaPartition]] = field(default_factory=dict)
+    """StopReplica(delete=false) sent before ``stop`` (OfflineReplica, then ReplicaDeletionStarted)."""
+    legacy_written: bool = False
+    legacy: dict[tuple[str, int], tuple[int, ...]] | None = None
 
 
 class Controller:
@@ -251,6 +314,7 @@ class Controller:
         self._configs: dict[str, dict[str, str]] = {}
         self._states: dict[TopicPartition, LeaderIsr] = {}
         self._deleting: dict[str, set[tuple[TopicPartition, int]]] = {}
+        self._legacy: dict[tuple[str, int], tuple[int, ...]] | None = None
 
     # --- queries ----------------------------------------------------------------------------------
 
@@ -289,6 +353,20 @@ class Controller:
     @property
     def topics_being_deleted(self) -> frozenset[str]:
         return frozenset(self._deleting)
+
+    @property
+    def legacy_reassignment(self) -> Mapping[tuple[str, int], tuple[int, ...]] | None:
+        """``/admin/reassign_partitions`` as the controller knows it (None: absent)."""
+        return self._legacy
+
+    def reassignments(self) -> dict[TopicPartition, Reassignment]:
+        """Every ongoing reassignment (topics being deleted left out), by partition."""
+        out: dict[TopicPartition, Reassignment] = {}
+        for tp in self._reassigning():
+            a = self._topics[tp.topic].partitions[tp.partition]
+            out[tp] = Reassignment(tp.topic, tp.partition, a.replicas, a.adding_replicas, a.removing_replicas,
+                                   a.origin_replicas, a.target_replicas)
+        return out
 
     def pending_deletions(self, topic: str) -> frozenset[tuple[TopicPartition, int]]:
         """Replicas (partition, broker) of a topic being deleted that have not confirmed yet."""
@@ -355,6 +433,12 @@ class Controller:
             return self._on_create_topics(event)
         if isinstance(event, DeleteTopicsRequested):
             return self._on_delete_topics(event)
+        if isinstance(event, AlterPartitionReassignmentsRequested):
+            return self._on_alter_reassignments(event)
+        if isinstance(event, ListPartitionReassignmentsRequested):
+            return self._on_list_reassignments(event)
+        if isinstance(event, LegacyReassignmentRequested):
+            return self._on_legacy_reassignment(event)
         return self._on_create_partitions(event)
 
     def apply(self, write: ZkWrite) -> None:
@@ -389,6 +473,8 @@ class Controller:
             self._check_moves(before_all)
         elif isinstance(change, TopicConfigRemoved):
             self._configs.pop(change.topic, None)
+        elif isinstance(change, LegacyReassignmentWritten):
+            self._legacy = None if change.partitions is None else dict(change.partitions)
         else:
             assert isinstance(change, DeletionMarkerRemoved)
 
@@ -406,6 +492,10 @@ class Controller:
             assert sorted(topic.partitions) == list(range(len(topic.partitions))), (name, sorted(topic.partitions))
             for p, a in topic.partitions.items():
                 assert a.replicas and len(set(a.replicas)) == len(a.replicas), (name, p, a)
+                if a.is_being_reassigned:
+                    # RS = TRS + (ORS - TRS), AR = TRS - ORS, RR = ORS - TRS, both sets non-empty
+                    assert a.origin_replicas and a.target_replicas, (name, p, a)
+                    assert ReplicaAssignment(a.origin_replicas).reassign_to(a.target_replicas) == a, (name, p, a)
         for tp, st in self._states.items():
             assert tp.topic in self._topics and tp.partition in self._topics[tp.topic].partitions, tp
             replicas = self._replicas_of(tp)
@@ -436,7 +526,11 @@ class Controller:
         return topic.partitions[tp.partition].replicas
 
     def _view(self, step: _Step, tp: TopicPartition) -> LeaderIsr | None:
-        return step.staged.get(tp) or step.created.get(tp) or self._states.get(tp)
+        return step.staged.get(tp) or step.flushed.get(tp) or step.created.get(tp) or self._states.get(tp)
+
+    def _base(self, step: _Step, tp: TopicPartition) -> LeaderIsr:
+        """The state ZooKeeper will hold once the writes staged so far in ``step.writes`` are applied."""
+        return step.flushed.get(tp) or step.created.get(tp) or self._states[tp]
 
     def _eligible(self) -> set[int]:
         return set(self._live) - self._shutting_down
@@ -451,12 +545,14 @@ class Controller:
         return sorted(tp for tp in tps if tp.topic not in self._deleting and tp.topic not in step.queued_deletions)
 
     def _stage(self, step: _Step, tp: TopicPartition, leader: int, isr: tuple[int, ...], *,
-               notify: bool = True, bump_leader_epoch: bool = True) -> LeaderIsr:
-        """Stage the smallest change: one new state per partition per step, or nothing if it matches ZooKeeper."""
-        committed = self._states[tp]
-        if leader == committed.leader and isr == committed.isr:
+               notify: bool = True, bump_leader_epoch: bool = True, force: bool = False) -> LeaderIsr:
+        """Stage the smallest change: one new state per partition per step, or nothing if it matches ZooKeeper
+        (``force``: a new state even so, to bump the leader epoch)."""
+        committed = self._base(step, tp)
+        if leader == committed.leader and isr == committed.isr and not force:
             step.staged.pop(tp, None)
-            step.notify.discard(tp)
+            if tp not in step.flushed:
+                step.notify.discard(tp)
             return committed
         state = LeaderIsr(
             leader=leader,
@@ -470,10 +566,33 @@ class Controller:
             step.notify.add(tp)
         return state
 
+    def _flush(self, step: _Step, tp: TopicPartition) -> None:
+        """Write the staged state of ``tp`` now, so that later writes of this step come after it."""
+        state = step.staged.pop(tp, None)
+        if state is None:
+            return
+        step.writes.append(self._write(ZkOp.SET, PATHS.partition_state(tp.topic, tp.partition),
+                                       encode_partition_state(state), PartitionStateWritten(tp, state),
+                                       expected_version=self._base(step, tp).partition_epoch))
+        step.flushed[tp] = state
+        step.um.add(tp)
+
+    def _bump(self, step: _Step, tp: TopicPartition) -> None:
+        """Kafka's updateLeaderEpoch: a new leader epoch (once per step) so that brokers take the LeaderAndIsr."""
+        state = self._view(step, tp)
+        assert state is not None
+        committed = self._states.get(tp)
+        if tp in step.created or (committed is not None and state.leader_epoch > committed.leader_epoch):
+            if tp not in step.created:
+                step.notify.add(tp)
+            return
+        self._stage(step, tp, state.leader, state.isr, force=True)
+        self._flush(step, tp)
+
     def _elect(self, step: _Step, tp: TopicPartition, strategy: Election) -> bool:
         state = self._view(step, tp)
         assert state is not None
-        chosen = elect_leader(strategy, self._replicas_of(tp), state.isr, self._eligible(), self._shutting_down,
+        chosen = elect_leader(strategy, self._replicas_of(tp, step), state.isr, self._eligible(), self._shutting_down,
                               unclean=self._unclean(tp.topic))
         if chosen is None:
             return False
@@ -556,8 +675,15 @@ class Controller:
             if dead:
                 self._fail_replicas(step, tp, dead)
         self._trigger_online(step)
+        # Kafka's initializePartitionReassignments: /admin/reassign_partitions first (it supersedes API
+        # reassignments of the same partitions), then every other ongoing reassignment resumes.
+        self._legacy = None if snap.reassign_partitions is None else dict(snap.reassign_partitions)
+        started = self._process_legacy(step, self._legacy) if self._legacy is not None else set()
+        for tp in self._reassigning(step):
+            if tp not in started:
+                self._reassign(step, tp, self._assignment(step, tp))
         for tp in self._active_partitions(step):
-            for b in self._replicas_of(tp):
+            for b in self._replicas_of(tp, step):
                 if b in self._live:
                     step.lai.setdefault(b, {}).setdefault(tp, False)
         step.um_full.update(self._live)
@@ -579,6 +705,10 @@ class Controller:
             if event.broker_id in self._replicas_of(tp, step):
                 step.lai.setdefault(event.broker_id, {}).setdefault(tp, False)
         self._trigger_online(step)
+        for tp in self._reassigning(step):          # Kafka's maybeResumeReassignments on broker startup
+            a = self._assignment(step, tp)
+            if event.broker_id in a.target_replicas:
+                self._reassign(step, tp, a)
         for pending in self._deleting.values():
             for tp, b in sorted(pending):
                 if b == event.broker_id:
@@ -655,7 +785,14 @@ class Controller:
             return ControllerResult(response=AlterPartitionResponse(ErrorCode.STALE_BROKER_EPOCH))
         step = _Step()
         results = [self._alter_one(step, event.broker_id, item) for item in event.partitions]
-        # Reassignment phase B slots in here: a partition whose new ISR covers its target replicas completes.
+        # Kafka's maybeCompleteReassignment after a successful ISR change: phase B once TRS is within the ISR.
+        for item, res in zip(event.partitions, results, strict=True):
+            if res.error == ErrorCode.NONE and item.tp.topic not in self._deleting:
+                a = self._assignment(step, item.tp)
+                state = self._view(step, item.tp)
+                if a.is_being_reassigned and state is not None and set(a.target_replicas) <= set(state.isr):
+                    self._flush(step, item.tp)
+                    self._complete_reassignment(step, item.tp)
         return self._finish(step, AlterPartitionResponse(ErrorCode.NONE, tuple(results)))
 
     def _alter_one(self, step: _Step, broker_id: int, item: AlterPartitionItem) -> AlterPartitionResult:
@@ -783,6 +920,7 @@ class Controller:
                 step.writes.append(self._write(ZkOp.CREATE, PATHS.delete_topic(name), None, TopicDeletionQueued(name),
                                                make_parents=True))
                 step.queued_deletions.add(name)
+                self._legacy_remove(step, _of_topic(name))
                 pending = {(tp, b) for tp in self._partitions_of(name) for b in self._replicas_of(tp)}
                 self._start_deletion_requests(step, name, pending)
                 results.append(TopicResult(name, ErrorCode.NONE, None, self._topics[name].topic_id))
@@ -798,6 +936,11 @@ class Controller:
                 continue
             if np.name in self._deleting:
                 results.append(TopicResult(np.name, ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion."))
+                continue
+            if any(tp.topic == np.name for tp in self._reassigning()):
+                # ZkAdminManager.createPartitions: no new partitions while the topic znode is being reassigned.
+                results.append(TopicResult(np.name, ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                           f"A partition reassignment is in progress for the topic '{np.name}'."))
                 continue
             try:
                 planned = plan_create_partitions(self._admin_image(step, np.name), np.name, np.count, np.assignments,
@@ -818,6 +961,225 @@ class Controller:
                                        planned.replication_factor))
         return self._finish(step, CreatePartitionsResponse(tuple(results)))
 
+    # --- reassignment (KIP-455; KafkaController.onPartitionReassignment) ---------------------------
+
+    def _assignment(self, step: _Step, tp: TopicPartition) -> ReplicaAssignment:
+        topic = step.topics.get(tp.topic) or self._topics[tp.topic]
+        return topic.partitions[tp.partition]
+
+    def _exists(self, tp: TopicPartition) -> bool:
+        topic = self._topics.get(tp.topic)
+        return topic is not None and tp.partition in topic.partitions
+
+    def _reassigning(self, step: _Step | None = None) -> list[TopicPartition]:
+        """Partitions with AR or RR (in this step's view), topics being deleted left out."""
+        out: list[TopicPartition] = []
+        for name in sorted(set(self._topics) | set(step.topics if step else ())):
+            if name in self._deleting or (step is not None and name in step.queued_deletions):
+                continue
+            topic = (step.topics.get(name) if step else None) or self._topics[name]
+            out.extend(TopicPartition(name, p) for p, a in sorted(topic.partitions.items()) if a.is_being_reassigned)
+        return out
+
+    def _set_assignment(self, step: _Step, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        """Rewrite the topic znode with this partition's new assignment (nothing if it is already so)."""
+        topic = step.topics.get(tp.topic) or self._topics[tp.topic]
+        if topic.partitions[tp.partition] == assignment:
+            return
+        new = replace(topic, partitions={**topic.partitions, tp.partition: assignment})
+        step.writes.append(self._write(ZkOp.SET, PATHS.topic(tp.topic), encode_topic(new), TopicAssignmentWritten(new)))
+        step.topics[tp.topic] = new
+        step.um.add(tp)
+
+    def _reassignment_error(self, step: _Step, tp: TopicPartition, target: tuple[int, ...] | None, *,
+                            allow_rf_change: bool = True, check_live: bool = True) -> tuple[ErrorCode, str] | None:
+        """KafkaController's validateReplicas, then the cancel, existence and deletion checks, in Kafka's order;
+        then KIP-860's replication-factor guard and the refusal of a change that needs an unclean election."""
+        exists = self._exists(tp)
+        current = self._assignment(step, tp) if exists else ReplicaAssignment(())
+        if target is not None:
+            if not target:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
+            if len(set(target)) != len(target):
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Duplicate replica ids in partition reassignment replica list: {list(target)}")
+            if any(r < 0 for r in target):
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {list(target)}"
+            adding = current.reassign_to(target).adding_replicas
+            live = self._eligible()
+            if check_live and not set(adding) <= live:
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Replica assignment has brokers that are not alive. Replica list: {list(adding)}, "
+                        f"live broker list: {sorted(live)}")
+        if target is None and not (exists and current.is_being_reassigned):
+            return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."
+        if not exists or tp.topic in self._deleting or tp.topic in step.queued_deletions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+        if target is not None and not allow_rf_change and len(target) != len(current.target_replicas):
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"The replication factor is changed from {len(current.target_replicas)} to {len(target)}")
+        new = current.reassign_to(current.origin_replicas if target is None else target)
+        if self._needs_unclean(step, tp, new):
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to {'revert' if target is None else 'change'} partition assignment for "
+                    f"{tp.topic}:{tp.partition} because it would require an unclean leader election.")
+        return None
+
+    def _needs_unclean(self, step: _Step, tp: TopicPartition, new: ReplicaAssignment) -> bool:
+        """Replicas leaving RS would take every ISR member with them (only adding replicas are in sync)."""
+        state = self._view(step, tp)
+        dropped = set(self._assignment(step, tp).replicas) - set(new.replicas)
+        return state is not None and bool(dropped) and set(state.isr) <= dropped
+
+    def _reassign(self, step: _Step, tp: TopicPartition, new: ReplicaAssignment) -> None:
+        """onPartitionReassignment: phase U if the assignment changes, then A (TRS not within the ISR) or B."""
+        current = self._assignment(step, tp)
+        if new != current:
+            dropped = tuple(r for r in current.replicas if r not in new.replicas)
+            if dropped:
+                self._remove_replicas(step, tp, dropped, new.replicas)
+            self._set_assignment(step, tp, new)                            # U1 (and U2 on apply)
+        state = self._view(step, tp)
+        if state is None and any(r in self._eligible() for r in new.replicas):
+            self._create_state(step, tp, new.replicas)                     # a NEW partition gets its first leader
+            state = self._view(step, tp)
+        if not new.is_being_reassigned or (state is not None and set(new.target_replicas) <= set(state.isr)):
+            self._complete_reassignment(step, tp)
+        elif state is not None:
+            self._bump(step, tp)                                           # A1
+            for b in new.adding_replicas:                                  # A2: NewReplica, IsNew
+                if b in self._live and b != state.leader:
+                    step.lai.setdefault(b, {})[tp] = True
+        step.um.add(tp)
+
+    def _remove_replicas(self, step: _Step, tp: TopicPartition, dropped: tuple[int, ...],
+                         remaining: tuple[int, ...]) -> None:
+        """Replicas leave a partition: leadership moves to a live ISR member of ``remaining`` if one of them led;
+        each leaves the ISR (OfflineReplica, one write each); then StopReplica(delete=false), StopReplica(delete=true).
+
+        The ISR shrinks before the topic znode drops them, so ZooKeeper's ISR stays within its replicas."""
+        state = self._view(step, tp)
+        if state is not None:
+            if state.leader in dropped:
+                eligible = self._eligible()
+                chosen = next((r for r in remaining if r in eligible and r in state.isr and r not in dropped), None)
+                if chosen is not None:
+                    self._stage(step, tp, chosen, state.isr)
+                    self._flush(step, tp)
+            for r in dropped:
+                st = self._view(step, tp)
+                assert st is not None
+                if r == st.leader or r in st.isr:
+                    leader, isr = remove_from_isr(st.leader, st.isr, r)
+                    self._stage(step, tp, leader, isr)
+                    self._flush(step, tp)
+        self._stop_replicas(step, tp, dropped)
+
+    def _stop_replicas(self, step: _Step, tp: TopicPartition, replicas: Sequence[int]) -> None:
+        state = self._view(step, tp)
+        epoch = state.leader_epoch if state is not None else -1
+        for r in replicas:
+            if r in self._live:
+                step.stop_offline.setdefault(r, {})[tp] = StopReplicaPartition(tp.topic, tp.partition, epoch, False)
+                step.stop.setdefault(r, {})[tp] = StopReplicaPartition(tp.topic, tp.partition, epoch, True)
+
+    def _complete_reassignment(self, step: _Step, tp: TopicPartition) -> None:
+        """Phase B: TRS is within the ISR (or nothing is being reassigned any more)."""
+        a = self._assignment(step, tp)
+        target, removing = a.target_replicas, a.removing_replicas
+        state = self._view(step, tp)
+        if state is not None:
+            eligible = self._eligible()
+            if state.leader not in target or state.leader not in eligible:      # B3: ReassignPartitionLeaderElection
+                chosen = next((r for r in target if r in eligible and r in state.isr), None)
+                if chosen is not None:
+                    self._stage(step, tp, chosen, state.isr)
+                    self._flush(step, tp)
+            else:
+                self._bump(step, tp)
+            for r in removing:                                                 # B4: OfflineReplica, out of the ISR
+                st = self._view(step, tp)
+                assert st is not None
+                if r == st.leader or r in st.isr:
+                    leader, isr = remove_from_isr(st.leader, st.isr, r)
+                    self._stage(step, tp, leader, isr)
+                    self._flush(step, tp)
+            step.notify.add(tp)
+        self._stop_replicas(step, tp, removing)                                # B4/B5: StopReplica false, true
+        self._set_assignment(step, tp, ReplicaAssignment(target))              # B6: RS = TRS, last
+        self._legacy_remove(step, lambda key, replicas: key == (tp.topic, tp.partition) and replicas == target)  # B7
+        step.um.add(tp)                                                        # B8
+
+    def _legacy_view(self, step: _Step) -> dict[tuple[str, int], tuple[int, ...]] | None:
+        return step.legacy if step.legacy_written else self._legacy
+
+    def _legacy_remove(self, step: _Step, drop: Callable[[tuple[str, int], tuple[int, ...]], bool]) -> None:
+        """maybeRemoveFromZkReassignment: rewrite /admin/reassign_partitions without some entries, or delete it
+        when none are left."""
+        current = self._legacy_view(step)
+        if current is None:
+            return
+        remaining = {k: r for k, r in current.items() if not drop(k, r)}
+        if remaining and len(remaining) == len(current):
+            return
+        if remaining:
+            step.writes.append(self._write(ZkOp.SET, PATHS.REASSIGN_PARTITIONS, zk.encode_reassign_partitions(remaining),
+                                           LegacyReassignmentWritten(remaining)))
+        else:
+            step.writes.append(self._write(ZkOp.DELETE, PATHS.REASSIGN_PARTITIONS, None, LegacyReassignmentWritten(None)))
+        step.legacy_written, step.legacy = True, remaining or None
+
+    def _process_legacy(self, step: _Step, partitions: Mapping[tuple[str, int], tuple[int, ...]]) -> set[TopicPartition]:
+        """processZkPartitionReassignment: start each entry; entries that cannot start leave the znode."""
+        started: set[TopicPartition] = set()
+        failed: set[tuple[str, int]] = set()
+        for (topic, partition), target in sorted(partitions.items()):
+            tp = TopicPartition(topic, partition)
+            if self._reassignment_error(step, tp, tuple(target), check_live=False) is not None:
+                failed.add((topic, partition))
+                continue
+            started.add(tp)
+            self._reassign(step, tp, self._assignment(step, tp).reassign_to(target))
+        self._legacy_remove(step, lambda key, _r: key in failed or not partitions)
+        return started
+
+    def _on_alter_reassignments(self, event: AlterPartitionReassignmentsRequested) -> ControllerResult:
+        step = _Step()
+        targets: dict[TopicPartition, tuple[int, ...] | None] = {}
+        for topic, partition, replicas in event.partitions:           # a map in Kafka: the last entry wins
+            targets[TopicPartition(topic, partition)] = None if replicas is None else tuple(replicas)
+        results: dict[TopicPartition, ReassignmentResult] = {}
+        accepted: dict[TopicPartition, tuple[int, ...] | None] = {}
+        for tp, target in targets.items():
+            error = self._reassignment_error(step, tp, target, allow_rf_change=event.allow_replication_factor_change)
+            if error is None:
+                accepted[tp] = target
+                results[tp] = ReassignmentResult(tp.topic, tp.partition, ErrorCode.NONE)
+            else:
+                results[tp] = ReassignmentResult(tp.topic, tp.partition, *error)
+        # The latest reassignment wins: accepted partitions leave /admin/reassign_partitions first.
+        self._legacy_remove(step, lambda key, _r: TopicPartition(*key) in accepted)
+        for tp, target in accepted.items():
+            current = self._assignment(step, tp)
+            self._reassign(step, tp, current.reassign_to(current.origin_replicas if target is None else target))
+        return self._finish(step, AlterPartitionReassignmentsResponse(ErrorCode.NONE, tuple(results.values())))
+
+    def _on_list_reassignments(self, event: ListPartitionReassignmentsRequested) -> ControllerResult:
+        ongoing = self.reassignments()
+        if event.partitions is None:
+            tps: list[TopicPartition] = sorted(ongoing)
+        else:
+            tps = list(dict.fromkeys(TopicPartition(t, p) for t, p in event.partitions if TopicPartition(t, p) in ongoing))
+        parts = tuple(OngoingReassignment(tp.topic, tp.partition, ongoing[tp].replicas, ongoing[tp].adding_replicas,
+                                          ongoing[tp].removing_replicas) for tp in tps)
+        return ControllerResult(response=ListPartitionReassignmentsResponse(ErrorCode.NONE, parts))
+
+    def _on_legacy_reassignment(self, event: LegacyReassignmentRequested) -> ControllerResult:
+        self._legacy = {(t, p): tuple(r) for (t, p), r in event.partitions.items()}
+        step = _Step()
+        self._process_legacy(step, self._legacy)
+        return self._finish(step)
+
     # --- turning a step into writes and requests ------------------------------------------------
 
     def _finish(self, step: _Step, response: Response | None = None) -> ControllerResult:
@@ -826,12 +1188,12 @@ class Controller:
             state = step.staged[tp]
             writes.append(self._write(ZkOp.SET, PATHS.partition_state(tp.topic, tp.partition),
                                       encode_partition_state(state), PartitionStateWritten(tp, state),
-                                      expected_version=self._states[tp].partition_epoch))
-            if tp in step.notify:
-                for b in self._replicas_of(tp, step):
-                    if b in self._live:
-                        step.lai.setdefault(b, {}).setdefault(tp, False)
+                                      expected_version=self._base(step, tp).partition_epoch))
             step.um.add(tp)
+        for tp in sorted(step.notify):
+            for b in self._replicas_of(tp, step):
+                if b in self._live:
+                    step.lai.setdefault(b, {}).setdefault(tp, False)
         for tp in step.created:
             for b in self._replicas_of(tp, step):
                 if b in self._live:
@@ -860,6 +1222,9 @@ class Controller:
             if everyone or b in step.um_full:
                 um_parts = tuple(p for p in (self._um_partition(step, tp) for tp in tps) if p is not None)
                 out.append(UpdateMetadataRequest(b, self.broker_id, self._epoch, epoch, um_parts, live_brokers))
+            if b in step.stop_offline:
+                out.append(StopReplicaRequest(b, self.broker_id, self._epoch, epoch,
+                                              tuple(v for _, v in sorted(step.stop_offline[b].items()))))
             if b in step.stop:
                 out.append(StopReplicaRequest(b, self.broker_id, self._epoch, epoch,
                                               tuple(v for _, v in sorted(step.stop[b].items()))))

@@ -66,6 +66,21 @@ class DeletionMarkerRemoved:
     topic: str
 
 
+@dataclass(frozen=True, slots=True)
+class LegacyReassignmentWritten:
+    """``/admin/reassign_partitions`` now holds ``partitions`` (None: the znode was deleted)."""
+
+    partitions: Mapping[tuple[str, int], tuple[int, ...]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentQueueWritten:
+    """The queue of reassignments waiting for a move slot (``reassignment.max.concurrent.moves.per.broker``)
+    now holds ``partitions`` in order (None: the znode was deleted)."""
+
+    partitions: tuple[tuple[str, int, tuple[int, ...]], ...] | None
+
+
 Change = (
     PartitionStateWritten
     | TopicAssignmentWritten
@@ -74,6 +89,8 @@ Change = (
     | TopicRemoved
     | TopicConfigRemoved
     | DeletionMarkerRemoved
+    | LegacyReassignmentWritten
+    | ReassignmentQueueWritten
 )
 
 
@@ -268,12 +285,51 @@ class CreatePartitionsResponse:
     topics: tuple[TopicResult, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ReassignmentResult:
+    """One partition of AlterPartitionReassignments: NONE, or Kafka's code and message."""
+
+    topic: str
+    partition: int
+    error: ErrorCode
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignmentsResponse:
+    """``error`` is top-level (NOT_CONTROLLER, with no partitions); otherwise one result per distinct
+    partition of the request, in request order."""
+
+    error: ErrorCode
+    partitions: tuple[ReassignmentResult, ...] = ()
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    """One partition of ListPartitionReassignments: RS, AR and RR as ZooKeeper holds them."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListPartitionReassignmentsResponse:
+    error: ErrorCode
+    partitions: tuple[OngoingReassignment, ...] = ()
+
+
 Response = (
     AlterPartitionResponse
     | ControlledShutdownResponse
     | CreateTopicsResponse
     | DeleteTopicsResponse
     | CreatePartitionsResponse
+    | AlterPartitionReassignmentsResponse
+    | ListPartitionReassignmentsResponse
 )
 
 

@@ -7,7 +7,10 @@ Three kinds, which differ in how they may change the controller:
   They update the controller's cache directly, because ZooKeeper already holds them.
 * Requests from brokers and clients, each answered with a response: :class:`ControlledShutdownRequested`,
   :class:`AlterPartitionReceived`, :class:`CreateTopicsRequested`, :class:`DeleteTopicsRequested`,
-  :class:`CreatePartitionsRequested`.
+  :class:`CreatePartitionsRequested`, :class:`AlterPartitionReassignmentsRequested`,
+  :class:`ListPartitionReassignmentsRequested`.
+* :class:`LegacyReassignmentRequested`: ``/admin/reassign_partitions`` was created (a ZooKeeper
+  fact, but one the controller acts on and then rewrites).
 * Responses to the controller's own requests: :class:`StopReplicaResponseReceived`.
 
 Decisions never change the controller's state in :meth:`Controller.handle`; they come back as
@@ -149,6 +152,33 @@ class CreatePartitionsRequested:
     shift: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignmentsRequested:
+    """AlterPartitionReassignments (KIP-455): per partition a target replica list, or None to cancel.
+
+    ``allow_replication_factor_change`` is v1's AllowReplicationFactorChange (KIP-860): when False, a
+    target whose length differs from the partition's current (or ongoing target) replica count is
+    refused with INVALID_REPLICATION_FACTOR."""
+
+    partitions: tuple[tuple[str, int, tuple[int, ...] | None], ...]
+    allow_replication_factor_change: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ListPartitionReassignmentsRequested:
+    """ListPartitionReassignments: these partitions, or None for every ongoing reassignment."""
+
+    partitions: tuple[tuple[str, int], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyReassignmentRequested:
+    """``/admin/reassign_partitions`` was created with this content (``metadata.zk.decode_reassign_partitions``;
+    a document that does not decode is passed as an empty mapping)."""
+
+    partitions: Mapping[tuple[str, int], tuple[int, ...]]
+
+
 Event = (
     ControllerElected
     | Resigned
@@ -161,4 +191,7 @@ Event = (
     | CreateTopicsRequested
     | DeleteTopicsRequested
     | CreatePartitionsRequested
+    | AlterPartitionReassignmentsRequested
+    | ListPartitionReassignmentsRequested
+    | LegacyReassignmentRequested
 )

@@ -9,7 +9,7 @@ the broker epoch.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from headwater.metadata import zk
@@ -51,6 +51,28 @@ class ReplicaAssignment:
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
 
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        """ORS = RS - AR: the replicas before the reassignment (the only persistent copy of them)."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """TRS = RS - RR, in target order."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def reassign_to(self, target: Sequence[int]) -> ReplicaAssignment:
+        """Kafka's ``ReplicaAssignment.reassignTo``: RS = TRS followed by (ORS - TRS), AR = TRS - ORS,
+        RR = ORS - TRS. ORS is this assignment's origin, so replacing an ongoing reassignment keeps it."""
+        origin = self.origin_replicas
+        full = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(full, tuple(r for r in full if r not in origin),
+                                 tuple(r for r in full if r not in target))
+
 
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
@@ -86,6 +108,8 @@ class ZkSnapshot:
     configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     states: Mapping[TopicPartition, LeaderIsr] = field(default_factory=dict)
     topics_to_delete: frozenset[str] = frozenset()
+    reassign_partitions: Mapping[tuple[str, int], tuple[int, ...]] | None = None
+    """``/admin/reassign_partitions`` (None: no such znode; an unreadable document reads as empty)."""
 
 
 # --- to and from metadata.zk ---------------------------------------------------------------------
@@ -130,8 +154,20 @@ def decode_live_broker(broker_id: int, data: bytes, czxid: int) -> LiveBroker:
     return LiveBroker(broker_id, czxid, broker_info(zk.decode_broker(broker_id, data)))
 
 
+def decode_reassign_partitions(data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
+    """``/admin/reassign_partitions`` as the controller reads it: a document it cannot read is empty
+    (Kafka logs a warning and treats it so); the controller then deletes the znode."""
+    if not data:
+        return {}
+    try:
+        return zk.decode_reassign_partitions(data)
+    except ValueError:
+        return {}
+
+
 def snapshot_from_znodes(znodes: Mapping[str, Znode]) -> ZkSnapshot:
-    """Build the failover snapshot from every znode under ``/brokers``, ``/config/topics`` and ``/admin/delete_topics``.
+    """Build the failover snapshot from every znode under ``/brokers``, ``/config/topics`` and
+    ``/admin/delete_topics``, plus ``/admin/reassign_partitions`` itself.
 
     The shell reads those subtrees (data plus stat) into a path-keyed map; other paths are ignored.
     """
@@ -140,6 +176,7 @@ def snapshot_from_znodes(znodes: Mapping[str, Znode]) -> ZkSnapshot:
     configs: dict[str, dict[str, str]] = {}
     states: dict[TopicPartition, LeaderIsr] = {}
     to_delete: set[str] = set()
+    legacy: dict[tuple[str, int], tuple[int, ...]] | None = None
     for path, node in znodes.items():
         parts = path.strip("/").split("/")
         if parts[:2] == ["brokers", "ids"] and len(parts) == 3 and node.data:
@@ -153,4 +190,6 @@ def snapshot_from_znodes(znodes: Mapping[str, Znode]) -> ZkSnapshot:
             configs[parts[2]] = zk.decode_config("topics", parts[2], node.data) if node.data else {}
         elif parts[:2] == ["admin", "delete_topics"] and len(parts) == 3:
             to_delete.add(parts[2])
-    return ZkSnapshot(brokers, topics, configs, states, frozenset(to_delete))
+        elif path == PATHS.REASSIGN_PARTITIONS:
+            legacy = decode_reassign_partitions(node.data)
+    return ZkSnapshot(brokers, topics, configs, states, frozenset(to_delete), legacy)
