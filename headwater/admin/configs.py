@@ -149,11 +149,16 @@ def _resource(client: AdminClient, entity_type: str, name: str | None, action: s
     if action == "describe":
         R = DescribeConfigsRequest.DescribeConfigsResource
         names = [name] if name else _all_names(client, entity_type)
-        resp = client.send(DescribeConfigsRequest, dict(
-            resources=[R(resource_type=resource_type, resource_name=n, configuration_keys=None) for n in names],
-            include_synonyms=False, include_documentation=False))
+        results = []
+        for n in names:
+            # A broker's configs are described by that broker, as kafka-configs.sh does.
+            node = int(n) if entity_type == "brokers" and n.isdigit() else None
+            resp = client.send(DescribeConfigsRequest, dict(
+                resources=[R(resource_type=resource_type, resource_name=n, configuration_keys=None)],
+                include_synonyms=False, include_documentation=False), node_id=node)
+            results += resp.results
         failed = 0
-        for r in resp.results:
+        for r in results:
             if r.error_code:
                 click.echo(f"Error: {r.error_message or ErrorCode(r.error_code).name}", err=True)
                 failed = 1
@@ -173,8 +178,9 @@ def _resource(client: AdminClient, entity_type: str, name: str | None, action: s
     ops += [C(name=k.strip(), config_operation=OP_DELETE, value=None) for k in (delete_config or "").split(",") if k.strip()]
     if not ops:
         raise click.UsageError("--alter needs --add-config or --delete-config")
+    node = int(name) if entity_type == "brokers" and name.isdigit() else None
     resp = client.send(IncrementalAlterConfigsRequest, dict(resources=[A(resource_type=resource_type, resource_name=name,
-                                                                          configs=ops)], validate_only=False))
+                                                                          configs=ops)], validate_only=False), node_id=node)
     result = resp.responses[0]
     if result.error_code:
         click.echo(f"Error: {result.error_message or ErrorCode(result.error_code).name}", err=True)

@@ -123,7 +123,7 @@ class PartitionPhase(Enum):
 _P = PartitionPhase
 PARTITION_TRANSITIONS: Mapping[PartitionPhase, frozenset[PartitionPhase]] = {
     _P.NON_EXISTENT: frozenset({_P.NEW}),                                      # topic znode written
-    _P.NEW: frozenset({_P.ONLINE, _P.DELETING}),                               # state created with a live leader
+    _P.NEW: frozenset({_P.NEW, _P.ONLINE, _P.DELETING}),                       # NEW -> NEW: reassigned, still no live replica
     _P.ONLINE: frozenset({_P.ONLINE, _P.OFFLINE, _P.DELETING}),
     _P.OFFLINE: frozenset({_P.ONLINE, _P.OFFLINE, _P.DELETING}),
     _P.DELETING: frozenset({_P.DELETING, _P.NON_EXISTENT}),                    # every replica confirmed deletion

@@ -120,3 +120,32 @@ def effective_topic_config(topic_configs: Mapping[str, str], broker_props: Mappi
         else:
             out[name] = (key.default, ConfigSource.DEFAULT_CONFIG)
     return out
+
+
+# Broker configs that can change at run time (IncrementalAlterConfigs on a BROKER resource), kept in
+# /config/brokers/<id> (or <default>) like Kafka's dynamic broker configs.
+DYNAMIC_BROKER_CONFIGS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in (
+        ConfigKey("leader.replication.throttled.rate", ConfigType.LONG, str((1 << 63) - 1), min_value=0),
+        ConfigKey("follower.replication.throttled.rate", ConfigType.LONG, str((1 << 63) - 1), min_value=0),
+        ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", ConfigType.LONG, str((1 << 63) - 1), min_value=0),
+        ConfigKey("reassignment.throttled.rate", ConfigType.LONG, str((1 << 63) - 1), min_value=0),
+        ConfigKey("reassignment.max.concurrent.moves.per.broker", ConfigType.INT, str((1 << 31) - 1), min_value=1),
+    )
+}
+
+
+def validate_broker_config(name: str, value: str | None) -> None:
+    key = DYNAMIC_BROKER_CONFIGS.get(name)
+    if key is None:
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"Cannot update broker config {name} dynamically; dynamic configs: {', '.join(DYNAMIC_BROKER_CONFIGS)}")
+    if value is None:
+        return
+    try:
+        number = int(value)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Not a number of type {key.type.name}") from None
+    if key.min_value is not None and number < key.min_value:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Value must be at least {key.min_value}")

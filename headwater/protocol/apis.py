@@ -18,6 +18,8 @@ from kafka.protocol.admin import (
     AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -36,6 +38,8 @@ from kafka.protocol.admin import (
     DescribeLogDirsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -89,6 +93,8 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
     ALTER_PARTITION = 56
@@ -130,6 +136,10 @@ API_SPECS: dict[int, ApiSpec] = {
         _spec(ApiKey.CREATE_PARTITIONS, 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
         _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
         _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterRequest, DescribeClusterResponse),
+        _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, AlterPartitionReassignmentsRequest,
+              AlterPartitionReassignmentsResponse),
+        _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, ListPartitionReassignmentsRequest,
+              ListPartitionReassignmentsResponse),
         _spec(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, DescribeClientQuotasRequest, DescribeClientQuotasResponse),
         _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, AlterClientQuotasRequest, AlterClientQuotasResponse),
         # Inter-broker (ZooKeeper mode), advertised like a Kafka 3.4+ ZK broker does. ControlledShutdown

@@ -25,9 +25,11 @@ from headwater.controller import events as ev
 from headwater.controller import quota
 from headwater.controller.topics import plan_create_partitions, plan_create_topic, validate_topic_name
 from headwater.metadata.configs import (
+    DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigSource,
     effective_topic_config,
+    validate_broker_config,
     validate_topic_config,
 )
 from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
@@ -100,6 +102,8 @@ class Broker:
             window_seconds=float(config.props.get("controller.quota.window.size.seconds", quota.DEFAULT_WINDOW_SECONDS)),
         )
         self._configure_quotas()
+        # Dynamic broker configs (throttle rates...): this broker's own, over the cluster default.
+        self.dynamic_configs: dict[str, str] = {}
         self.broker_epoch = -1
         self.replicas = ReplicaManager(
             config.broker_id, self.logs,
@@ -143,6 +147,8 @@ class Broker:
                 ApiKey.STOP_REPLICA: self.cluster.stop_replica,
                 ApiKey.ALTER_PARTITION: self.cluster.alter_partition,
                 ApiKey.CONTROLLED_SHUTDOWN: self.cluster.controlled_shutdown,
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.cluster.alter_partition_reassignments,
+                ApiKey.LIST_PARTITION_REASSIGNMENTS: self.cluster.list_partition_reassignments,
             })
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -858,6 +864,33 @@ class Broker:
                 configs = await self._topic_configs(topic)
                 self.logs.update_config(name, self._log_config(replace(topic, configs=configs)))
 
+    async def refresh_broker_configs(self) -> None:
+        if self.cluster is not None:
+            merged = await self.cluster.entity_configs("brokers", "<default>")
+            merged.update(await self.cluster.entity_configs("brokers", str(self.config.broker_id)))
+            self.dynamic_configs = merged
+
+    async def _alter_broker_configs(self, name: str, ops: list[Any], validate_only: bool) -> None:
+        if name not in ("", str(self.config.broker_id)):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {self.config.broker_id} or empty string, but received {name}")
+        if self.cluster is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Dynamic broker configs need a cluster (zookeeper.connect)")
+        entity = name or "<default>"
+        configs = await self.cluster.entity_configs("brokers", entity)
+        for c in ops:
+            if c.config_operation == OP_SET:
+                validate_broker_config(c.name, c.value)
+                configs[c.name] = c.value
+            elif c.config_operation == OP_DELETE:
+                validate_broker_config(c.name, None)
+                configs.pop(c.name, None)
+            else:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {c.name}")
+        if not validate_only:
+            await self.cluster.write_entity_configs("brokers", entity, configs)
+            await self.refresh_broker_configs()
+
     async def describe_configs(self, req: Request) -> Any:
         result_cls = req.spec.response.DescribeConfigsResult
         entry_cls = result_cls.DescribeConfigsResourceResult
@@ -875,7 +908,8 @@ class Broker:
                     if res.resource_name not in ("", str(self.config.broker_id)):
                         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {self.config.broker_id} but received {res.resource_name}")
                     values = {k: (v, ConfigSource.STATIC_BROKER_CONFIG) for k, v in self.config.props.items()}
-                    types = {}
+                    values.update({k: (v, ConfigSource.DYNAMIC_BROKER_CONFIG) for k, v in self.dynamic_configs.items()})
+                    types = {k: int(key.type) for k, key in DYNAMIC_BROKER_CONFIGS.items()}
                 else:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
                 keys = res.configuration_keys
@@ -940,8 +974,13 @@ class Broker:
         for res in req.body.resources:
             code, message = ErrorCode.NONE, None
             try:
+                if res.resource_type == RESOURCE_BROKER:
+                    await self._alter_broker_configs(res.resource_name, list(res.configs), req.body.validate_only)
+                    out.append(resp_cls(error_code=0, error_message=None, resource_type=res.resource_type,
+                                        resource_name=res.resource_name))
+                    continue
                 if res.resource_type != RESOURCE_TOPIC:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Only topic configs can be altered on this broker")
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
                 topic = self.image.topics.get(res.resource_name)
                 if topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")

@@ -69,6 +69,7 @@ class ClusterMember:
         await self.zk.create_top_level_paths()
         self.cluster_id = await self._cluster_id()
         self.broker.image = ClusterImage(self.cluster_id, -1, {}, {})
+        await self.broker.refresh_broker_configs()
         await self._register()
         self.watch_config_changes()
         self.zk.watch_data(PATHS.CONTROLLER, self._on_controller_change)
@@ -364,20 +365,7 @@ class ClusterMember:
             return block.block_start, block.block_end + 1
 
     async def write_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
-        """Kafka's way: the entity's config znode, then a change notification every broker watches."""
-        assert self.zk is not None
-        from kazoo.exceptions import NodeExistsError
-
-        path = PATHS.config("topics", topic)
-        data = znodes.encode_config(configs)
-        if await self.zk.get(path) is None:
-            try:
-                await self.zk.create(path, data, make_parents=True)
-            except NodeExistsError:
-                await self.zk.set(path, data)
-        else:
-            await self.zk.set(path, data)
-        await self.zk.create(PATHS.CONFIG_CHANGE_PREFIX, znodes.encode_config_change(f"topics/{topic}"), sequence=True)
+        await self.write_entity_configs("topics", topic, configs)
         self._topic_configs[topic] = dict(configs)
         if self.shell is not None and self.shell.active:
             self.shell.submit(ev.TopicConfigChanged(topic, dict(configs)))
@@ -390,3 +378,62 @@ class ClusterMember:
         # Re-read lazily: the next request that needs a topic's configs fetches them again.
         self._topic_configs.clear()
         asyncio.get_running_loop().create_task(self.broker.refresh_log_configs())
+        asyncio.get_running_loop().create_task(self.broker.refresh_broker_configs())
+
+    # --- reassignment (KIP-455) ---------------------------------------------------------------------
+
+    async def alter_partition_reassignments(self, req: Any) -> Any:
+        body = req.body
+        allow_rf_change = body.allow_replication_factor_change if req.version >= 1 else True
+        partitions = tuple(
+            (t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))
+            for t in body.topics for p in t.partitions
+        )
+        result = await self._controller_request(ev.AlterPartitionReassignmentsRequested(partitions, allow_rf_change))
+        T = req.spec.response.ReassignableTopicResponse
+        P = T.ReassignablePartitionResponse
+        by_topic: dict[str, list[Any]] = {}
+        for r in result.partitions:
+            by_topic.setdefault(r.topic, []).append(P(partition_index=r.partition, error_code=r.error, error_message=r.message))
+        fields: dict[str, Any] = dict(throttle_time_ms=0, error_code=result.error, error_message=result.message,
+                                      responses=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+        if req.version >= 1:
+            fields["allow_replication_factor_change"] = allow_rf_change
+        return req.response(**fields)
+
+    async def list_partition_reassignments(self, req: Any) -> Any:
+        body = req.body
+        wanted = None if body.topics is None else tuple((t.name, p) for t in body.topics for p in t.partition_indexes)
+        result = await self._controller_request(ev.ListPartitionReassignmentsRequested(wanted))
+        T = req.spec.response.OngoingTopicReassignment
+        P = T.OngoingPartitionReassignment
+        by_topic: dict[str, list[Any]] = {}
+        for r in result.partitions:
+            by_topic.setdefault(r.topic, []).append(P(partition_index=r.partition, replicas=list(r.replicas),
+                                                      adding_replicas=list(r.adding_replicas),
+                                                      removing_replicas=list(r.removing_replicas)))
+        return req.response(throttle_time_ms=0, error_code=result.error, error_message=None,
+                            topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
+        assert self.zk is not None
+        found = await self.zk.get(PATHS.config(entity_type, name))
+        if found is None or not found[0]:
+            return {}
+        return znodes.decode_config(entity_type, name, found[0])
+
+    async def write_entity_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        """An entity's config znode, then a change notification every broker watches (Kafka's way)."""
+        assert self.zk is not None
+        from kazoo.exceptions import NodeExistsError
+
+        path = PATHS.config(entity_type, name)
+        data = znodes.encode_config(configs)
+        if await self.zk.get(path) is None:
+            try:
+                await self.zk.create(path, data, make_parents=True)
+            except NodeExistsError:
+                await self.zk.set(path, data)
+        else:
+            await self.zk.set(path, data)
+        await self.zk.create(PATHS.CONFIG_CHANGE_PREFIX, znodes.encode_config_change(f"{entity_type}/{name}"), sequence=True)
