@@ -496,10 +496,11 @@ class Broker:
                         data.log_start_offset = decision.log_start_offset
                         if decision.diverging_epoch is not None:
                             data.diverging_epoch = (decision.diverging_epoch.epoch, decision.diverging_epoch.end_offset)
-                        if decision.read_records:
+                        if decision.read_records and not self.replicas.leader_throttled(name, fp.partition, decision.in_sync):
                             result = hosted.plog.read(fp.fetch_offset, limit, max_offset=None, min_one_batch=total == 0)
                             data.records = result.slices
                             total += result.size_bytes
+                            self.replicas.record_leader_bytes(name, fp.partition, decision.in_sync, result.size_bytes)
                     else:
                         hosted = self._leader(name, fp.partition, current_epoch)
                         plog = hosted.plog
@@ -857,18 +858,22 @@ class Broker:
         return dict(topic.configs)
 
     async def refresh_log_configs(self) -> None:
-        """After a topic config change: hosted logs take the new segment and retention settings."""
+        """After a topic config change: hosted logs take the new segment, retention and throttle settings."""
         for name in {topic for topic, _p in self.replicas.partitions}:
             topic = self.image.topics.get(name)
             if topic is not None:
                 configs = await self._topic_configs(topic)
                 self.logs.update_config(name, self._log_config(replace(topic, configs=configs)))
+                self.replicas.set_topic_throttles(name, configs.get("leader.replication.throttled.replicas", ""),
+                                                  configs.get("follower.replication.throttled.replicas", ""))
 
     async def refresh_broker_configs(self) -> None:
         if self.cluster is not None:
             merged = await self.cluster.entity_configs("brokers", "<default>")
             merged.update(await self.cluster.entity_configs("brokers", str(self.config.broker_id)))
             self.dynamic_configs = merged
+            rates = [merged.get(k) for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")]
+            self.replicas.set_throttle_rates(*(int(r) if r is not None else None for r in rates))
 
     async def _alter_broker_configs(self, name: str, ops: list[Any], validate_only: bool) -> None:
         if name not in ("", str(self.config.broker_id)):

@@ -226,6 +226,8 @@ class ClusterMember:
         if error == ErrorCode.NONE:
             for topic, topic_id, s in iter_leader_and_isr(body):
                 configs = await self.topic_configs(topic)
+                self.broker.replicas.set_topic_throttles(topic, configs.get("leader.replication.throttled.replicas", ""),
+                                                         configs.get("follower.replication.throttled.replicas", ""))
                 effective = effective_topic_config(configs, self.broker.config.props)
                 image_topic = TopicImage(topic, topic_id or uuid.UUID(int=0), {}, configs)
                 code = self.broker.replicas.become(

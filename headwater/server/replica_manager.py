@@ -40,6 +40,14 @@ from headwater.replication.partition import (
     PartitionReplica,
     Role,
 )
+from headwater.replication.throttle import (
+    NO_THROTTLE,
+    ByteRateLimiter,
+    ThrottledPartitions,
+    parse_throttled_replicas,
+    should_follower_throttle,
+    should_leader_throttle,
+)
 from headwater.replication.types import EpochEndOffset, HighWatermarkUpdate
 from headwater.server.channel import BrokerChannel, ChannelError
 from headwater.storage import LogConfig, LogManager, PartitionLog
@@ -97,6 +105,35 @@ class ReplicaManager:
         self._alter_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        # Replication throttles (reassignment): byte rates from the broker's dynamic configs, and
+        # per topic which partitions this broker throttles as leader and as follower.
+        self.leader_limiter: ByteRateLimiter | None = None
+        self.follower_limiter: ByteRateLimiter | None = None
+        self._throttled: dict[str, tuple[ThrottledPartitions, ThrottledPartitions]] = {}
+
+    # --- throttles ------------------------------------------------------------------------------------
+
+    def set_throttle_rates(self, leader_bytes_per_s: int | None, follower_bytes_per_s: int | None) -> None:
+        now = now_ms()
+        self.leader_limiter = _limiter(self.leader_limiter, leader_bytes_per_s, now)
+        self.follower_limiter = _limiter(self.follower_limiter, follower_bytes_per_s, now)
+
+    def set_topic_throttles(self, topic: str, leader_value: str, follower_value: str) -> None:
+        try:
+            self._throttled[topic] = (parse_throttled_replicas(leader_value, self.broker_id),
+                                      parse_throttled_replicas(follower_value, self.broker_id))
+        except ValueError as exc:
+            log.warning("ignoring throttled replicas of %s: %s", topic, exc)
+            self._throttled.pop(topic, None)
+
+    def leader_throttled(self, topic: str, partition: int, in_sync: bool) -> bool:
+        throttled = self._throttled.get(topic, (NO_THROTTLE, NO_THROTTLE))[0]
+        return should_leader_throttle(throttled, partition, in_sync, self.leader_limiter, now_ms())
+
+    def record_leader_bytes(self, topic: str, partition: int, in_sync: bool, size_bytes: int) -> None:
+        throttled = self._throttled.get(topic, (NO_THROTTLE, NO_THROTTLE))[0]
+        if self.leader_limiter is not None and not in_sync and partition in throttled:
+            self.leader_limiter.record(size_bytes, now_ms())
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -373,14 +410,21 @@ class ReplicaManager:
             now = now_ms()
             requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]] = {}
             for h in hosted:
-                assert h.replica.fetcher is not None
-                fields = h.replica.fetcher.next_request(now)
+                fetcher = h.replica.fetcher
+                assert fetcher is not None
+                throttled = self._throttled.get(h.replica.topic, (NO_THROTTLE, NO_THROTTLE))[1]
+                if should_follower_throttle(throttled, h.replica.partition, fetcher.in_sync, self.follower_limiter, now):
+                    continue  # a lagging throttled replica waits for its byte budget
+                fields = fetcher.next_request(now)
                 if fields is not None:
                     requests[(h.replica.topic, h.replica.partition)] = (h, fields)
             if not requests:
                 wakeup.clear()
+                wait_ms = self.replica_fetch_backoff_ms
+                if self.follower_limiter is not None and self.follower_limiter.quota_exceeded(now):
+                    wait_ms = min(wait_ms, max(self.follower_limiter.throttle_time_ms(now), 10))
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wakeup.wait(), self.replica_fetch_backoff_ms / 1000)
+                    await asyncio.wait_for(wakeup.wait(), wait_ms / 1000)
                 continue
             by_topic: dict[str, list[tuple[int, FetchRequestFields, Hosted]]] = {}
             for (topic, partition), (h, fields) in requests.items():
@@ -442,7 +486,11 @@ class ReplicaManager:
             return
         if isinstance(action, AppendRecords):
             if records:
-                plog.append_as_follower(_whole_batches(records))
+                whole = _whole_batches(records)
+                plog.append_as_follower(whole)
+                throttled = self._throttled.get(h.replica.topic, (NO_THROTTLE, NO_THROTTLE))[1]
+                if self.follower_limiter is not None and not fetcher.in_sync and h.replica.partition in throttled:
+                    self.follower_limiter.record(len(whole), now_ms())
             update = fetcher.on_appended(plog.log_end_offset, plog.latest_epoch())
             plog.high_watermark = update.high_watermark
             if update.advance_log_start_to is not None and update.advance_log_start_to > plog.log_start_offset:
@@ -491,3 +539,12 @@ def _whole_batches(records: bytes) -> bytes:
 
     _batches, end = scan_valid_prefix(records, verify_crc=False)
     return records[:end]
+
+
+def _limiter(current: ByteRateLimiter | None, rate: int | None, now: int) -> ByteRateLimiter | None:
+    if rate is None or rate <= 0:
+        return None
+    if current is None:
+        return ByteRateLimiter(rate, now)
+    current.set_rate(rate, now)
+    return current
