@@ -15,7 +15,11 @@ its conditional writes refused), and a small model of replication:
   ISR plus a pending AlterPartition proposal), and it never goes back;
 * ISR shrinks after ``LAG_MS`` without catching up and grows when a follower reaches the high
   watermark (and the leader's epoch start), both through AlterPartition to the controller;
-* an acks=all produce is acknowledged when the high watermark passes the record.
+* an acks=all produce is acknowledged when the high watermark passes the record;
+* reassignments (KIP-455) are started, replaced and cancelled through the API and the legacy
+  ``/admin/reassign_partitions`` znode, and :class:`ReassignmentModel` checks ZooKeeper's RS, AR and
+  RR after every step against the last accepted request; :meth:`Simulation.settle` ends the
+  failures and lets every reassignment finish.
 
 After every step the invariants run (:meth:`Simulation.check` and checks at the point of change);
 a violation raises :class:`Violation` naming the seed and the last steps.
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 
 from headwater.controller.controller import Controller, not_controller_response
 from headwater.controller.effects import (
+    AlterPartitionReassignmentsResponse,
     AlterPartitionResponse,
     BrokerRequest,
     ControlledShutdownResponse,
@@ -47,12 +52,14 @@ from headwater.controller.effects import (
 )
 from headwater.controller.events import (
     AlterPartitionItem,
+    AlterPartitionReassignmentsRequested,
     AlterPartitionReceived,
     ControlledShutdownRequested,
     ControllerElected,
     CreateTopicsRequested,
     DeleteTopicsRequested,
     Event,
+    LegacyReassignmentRequested,
     NewTopic,
     Resigned,
     StopReplicaResponseReceived,
@@ -61,6 +68,7 @@ from headwater.controller.znodes import (
     PATHS,
     LeaderIsr,
     LiveBroker,
+    ReplicaAssignment,
     TopicPartition,
     ZkSnapshot,
     Znode,
@@ -111,6 +119,7 @@ class FakeZk:
         self.next_session = 1
         self.states: dict[TopicPartition, LeaderIsr] = {}
         self.leader_of_epoch: dict[tuple[TopicPartition, int], int] = {}
+        self._decoded: dict[str, tuple[bytes, dict[TopicPartition, ReplicaAssignment]]] = {}
 
     def _zxid(self) -> int:
         self.zxid += 1
@@ -162,8 +171,25 @@ class FakeZk:
 
     def snapshot(self) -> ZkSnapshot:
         prefixes = ("/brokers/", "/config/topics/", "/admin/delete_topics/")
-        return snapshot_from_znodes(
-            {p: Znode(n.data, n.version, n.czxid) for p, n in self.nodes.items() if p.startswith(prefixes)})
+        return snapshot_from_znodes({p: Znode(n.data, n.version, n.czxid) for p, n in self.nodes.items()
+                                     if p.startswith(prefixes) or p == PATHS.REASSIGN_PARTITIONS})
+
+    def assignments(self) -> dict[TopicPartition, ReplicaAssignment]:
+        """Every partition's assignment in the topic znodes (decoded once per znode content)."""
+        out = {}
+        for path, node in self.nodes.items():
+            if node.data and path.startswith(PATHS.BROKER_TOPICS + "/") and path.count("/") == 3:
+                cached = self._decoded.get(path)
+                if cached is None or cached[0] is not node.data:
+                    name = path.rsplit("/", 1)[1]
+                    cached = self._decoded[path] = (node.data, {
+                        TopicPartition(name, p): a for p, a in decode_topic(name, node.data).partitions.items()})
+                out.update(cached[1])
+        return out
+
+    def legacy(self) -> dict[tuple[str, int], tuple[int, ...]] | None:
+        node = self.nodes.get(PATHS.REASSIGN_PARTITIONS)
+        return None if node is None else zk.decode_reassign_partitions(node.data or b"")
 
     def apply_fenced(self, w: ZkWrite) -> str | None:
         """None if applied; otherwise why the multi failed ("epoch" for the fence)."""
@@ -219,6 +245,61 @@ class FakeZk:
             raise Violation(f"two leaders for {tp} in leader epoch {state.leader_epoch}: "
                             f"{self.leader_of_epoch[key]} and {state.leader}")
         self.states[tp] = state
+
+
+# --- reassignments -------------------------------------------------------------------------------
+
+
+@dataclass
+class Expected:
+    """What the last accepted request says a partition must become: ``target``, or ``original`` after a cancel."""
+
+    original: frozenset[int]
+    target: tuple[int, ...] | None
+
+
+class ReassignmentModel:
+    """The reassignment rules, checked on ZooKeeper's topic znodes after every step.
+
+    While a partition reassigns: RS - AR is its original set (kept across replacements), RS - RR its
+    last accepted target, and RS = TRS + (ORS - TRS), AR = TRS - ORS, RR = ORS - TRS. Once done: RS is
+    the last target, or the original set after a cancel.
+    """
+
+    def __init__(self) -> None:
+        self.expected: dict[TopicPartition, Expected] = {}
+        self.requests: Counter[str] = Counter()
+        self.reassigning: set[TopicPartition] = set()
+
+    def accepted(self, tp: TopicPartition, before: ReplicaAssignment, target: tuple[int, ...] | None) -> None:
+        known = self.expected.get(tp)
+        original = frozenset(before.origin_replicas) if known is None or before.is_being_reassigned else None
+        if original is None or not before.is_being_reassigned:
+            original = frozenset(before.replicas)
+        self.expected[tp] = Expected(original, target)
+
+    def check(self, assignments: dict[TopicPartition, ReplicaAssignment], gone: set[str]) -> None:
+        for tp in [tp for tp in self.expected if tp.topic in gone]:
+            del self.expected[tp]
+        now = {tp for tp, a in assignments.items() if a.is_being_reassigned}
+        self.requests["completed"] += len(self.reassigning - now)
+        self.reassigning = now
+        for tp, exp in self.expected.items():
+            a = assignments.get(tp)
+            if a is None:
+                continue
+            if a.is_being_reassigned:
+                ors, trs = a.origin_replicas, a.target_replicas
+                if frozenset(ors) != exp.original:
+                    raise Violation(f"{tp}: original set {sorted(exp.original)} became {ors} in {a}")
+                if exp.target is None or trs != exp.target:
+                    raise Violation(f"{tp}: reassigning to {trs}, the last request said {exp.target}: {a}")
+                if ReplicaAssignment(ors).reassign_to(trs) != a:
+                    raise Violation(f"{tp}: RS/AR/RR break RS = TRS + (ORS - TRS): {a}")
+            elif exp.target is None and frozenset(a.replicas) != exp.original:
+                raise Violation(f"{tp}: cancelled, but {a.replicas} is not the original set {sorted(exp.original)}")
+            elif exp.target is not None and a.replicas != exp.target:
+                raise Violation(f"{tp}: reassignment to {exp.target} ended at {a.replicas}")
 
 
 # --- the replication model ----------------------------------------------------------------------
@@ -343,7 +424,10 @@ class Envelope:
 
 
 class Simulation:
-    def __init__(self, seed: int, n_brokers: int = 4) -> None:
+    def __init__(self, seed: int, n_brokers: int = 4,
+                 reassignments: list[tuple[int, str, int, tuple[int, ...]]] | None = None) -> None:
+        """``reassignments``: (step, kind, pick, target) to run at those steps instead of random ones;
+        kind is "alter", "replace" (an alter of a partition that is reassigning, if any) or "cancel"."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.zk = FakeZk()
@@ -363,6 +447,8 @@ class Simulation:
         self.trace: deque[str] = deque(maxlen=50)
         self.stats: Counter[str] = Counter()
         self.step_no = -1
+        self.model = ReassignmentModel()
+        self.scripted = {step: (kind, pick, target) for step, kind, pick, target in reassignments or ()}
         self.actions: list[tuple[Callable[[], None], float]] = [
             (self.deliver, 40), (self.produce, 12), (self.fetch_tick, 14), (self.leader_tick, 6),
             (self.advance_time, 12), (self.controller_watch, 6), (self.elect, 4), (self.crash, 1.2),
@@ -370,6 +456,8 @@ class Simulation:
             (self.begin_controlled_shutdown, 1), (self.shutdown_tick, 3), (self.create_topic, 1.5),
             (self.delete_topic, 0.3), (self.late_controller_event, 1),
         ]
+        if reassignments is None:
+            self.actions += [(self.reassign, 2), (self.legacy_reassign, 0.3)]
 
     # --- driver ---------------------------------------------------------------------------------
 
@@ -391,6 +479,8 @@ class Simulation:
             funcs = [f for f, _ in self.actions]
             weights = [w for _, w in self.actions]
             for self.step_no in range(steps):
+                if self.step_no in self.scripted:
+                    self.reassign(*self.scripted[self.step_no])
                 self.rng.choices(funcs, weights)[0]()
                 self.check()
         except Violation as err:
@@ -424,6 +514,9 @@ class Simulation:
         ctl = self.controllers.get(broker_id)
         if ctl is None:
             return not_controller_response(event)
+        adopt = isinstance(event, ControllerElected | LegacyReassignmentRequested)
+        before_legacy = self.zk.legacy() if adopt else None
+        before = self.zk.assignments() if adopt else {}
         result = ctl.handle(event)
         for w in result.writes:
             why = self.zk.apply_fenced(w)
@@ -440,6 +533,8 @@ class Simulation:
             self.send(broker_id, req.broker_id, req)
         if result.writes and self.zk.controller_id() == broker_id:
             self.check_cache(ctl)
+        if adopt:
+            self._adopt_legacy(before_legacy, before)
         return result.response
 
     def check_cache(self, ctl: Controller) -> None:
@@ -451,6 +546,8 @@ class Simulation:
             raise self.fail(f"controller cache differs from ZooKeeper: {diff}")
         if dict(ctl.topics) != dict(snap.topics):
             raise self.fail("controller topics differ from ZooKeeper")
+        if ctl.legacy_reassignment != snap.reassign_partitions:
+            raise self.fail(f"controller's {PATHS.REASSIGN_PARTITIONS} differs: {ctl.legacy_reassignment}")
 
     # --- broker lifecycle -----------------------------------------------------------------------
 
@@ -608,6 +705,103 @@ class Simulation:
         self.log(f"create {name} p={partitions} rf={rf}: {resp.topics[0].error.name}")
         if resp.topics[0].error == ErrorCode.NONE:
             self.topics[name] = partitions
+
+    # --- reassignments --------------------------------------------------------------------------
+
+    def _live_partitions(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t in sorted(self.topics) for p in range(self.topics[t])]
+
+    def reassign(self, kind: str | None = None, pick: int | None = None, target: tuple[int, ...] | None = None) -> None:
+        """An AlterPartitionReassignments request: a new target, a replacement of an ongoing one, or a cancel."""
+        active = self.active_controller()
+        parts = self._live_partitions()
+        if active is None or not parts:
+            return
+        holder, ctl = active
+        ongoing = sorted(ctl.reassignments())
+        if kind is None:
+            kind = self.rng.choice(["alter", "alter", "replace", "replace", "cancel"])
+            pick = self.rng.randrange(1 << 16)
+            size = self.rng.randint(1, min(3, len(self.brokers)))
+            target = tuple(self.rng.sample(sorted(self.brokers), size))
+        assert pick is not None and target is not None
+        pool = ongoing if kind in ("replace", "cancel") and ongoing else parts
+        tp = pool[pick % len(pool)]
+        replicas = None if kind == "cancel" else target
+        before = self.zk.assignments().get(tp)
+        resp = self.run_controller(holder, AlterPartitionReassignmentsRequested(((tp.topic, tp.partition, replicas),)))
+        assert isinstance(resp, AlterPartitionReassignmentsResponse)
+        code = resp.partitions[0].error if resp.partitions else resp.error
+        self.model.requests[f"{kind}_{code.name}"] += 1
+        self.log(f"reassign {tp} -> {replicas}: {code.name}")
+        if code == ErrorCode.NONE:
+            assert before is not None
+            self.model.accepted(tp, before, replicas)
+
+    def legacy_reassign(self) -> None:
+        """A tool writes /admin/reassign_partitions (only when absent, as the old tool did); the controller reacts."""
+        parts = self._live_partitions()
+        if self.zk.legacy() is not None or not parts:
+            return
+        chosen = self.rng.sample(parts, min(len(parts), self.rng.randint(1, 2)))
+        content = {(tp.topic, tp.partition): tuple(self.rng.sample(sorted(self.brokers), self.rng.randint(1, 3)))
+                   for tp in chosen}
+        self.zk.nodes[PATHS.REASSIGN_PARTITIONS] = _Node(zk.encode_reassign_partitions(content), 0, self.zk._zxid())
+        self.model.requests["legacy"] += 1
+        self.log(f"legacy reassignment {content}")
+        active = self.active_controller()
+        if active is not None:
+            self.run_controller(active[0], LegacyReassignmentRequested(content))
+
+    def _adopt_legacy(self, content: dict[tuple[str, int], tuple[int, ...]] | None,
+                      before: dict[TopicPartition, ReplicaAssignment]) -> None:
+        """Entries of the legacy znode the controller acted on become the partitions' expected targets."""
+        now = self.zk.assignments()
+        for (topic, partition), target in sorted((content or {}).items()):
+            tp = TopicPartition(topic, partition)
+            if tp in before and tp in now and now[tp].target_replicas == target and topic in self.topics:
+                self.model.accepted(tp, before[tp], target)
+
+    def reassigning(self) -> list[TopicPartition]:
+        return sorted(tp for tp, a in self.zk.assignments().items() if a.is_being_reassigned and tp.topic in self.topics)
+
+    def settle(self, max_rounds: int = 400) -> Simulation:
+        """No more failures: every broker comes back and every reassignment finishes; then the final check.
+
+        Each round brings dead brokers back, lets the controller see them, drains the network (still lossy),
+        lets every broker fetch and every leader tick, and advances the clock, so that retries no longer
+        outrun the queues."""
+        try:
+            for _ in range(max_rounds):
+                self.step_no += 1
+                for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+                    if not b.alive:
+                        self._close_session(b)
+                        self._start(b)
+                    elif b.session is None:
+                        self._register(b)
+                self.elect()
+                self.controller_watch()
+                for _ in range(2000):
+                    if not any(self.links.values()):
+                        break
+                    self.deliver()
+                for _ in range(2 * len(self.brokers)):
+                    self.fetch_tick()
+                    self.leader_tick()
+                self.shutdown_tick()
+                self.advance_time()
+                self.check()
+                if not self.reassigning() and self.zk.legacy() is None and self.active_controller() is not None:
+                    break
+            else:
+                raise self.fail(f"reassignments never finished: {self.reassigning()}")
+            self.model.check(self.zk.assignments(), self.deleted)
+        except Violation as err:
+            if "last steps" in str(err):
+                raise
+            raise self.fail(str(err)) from None
+        return self
 
     def delete_topic(self) -> None:
         active = self.active_controller()
@@ -892,6 +1086,7 @@ class Simulation:
     def check(self) -> None:
         for ctl in self.controllers.values():
             ctl.validate_state()
+        self.model.check(self.zk.assignments(), self.deleted)
         for b in self.brokers.values():
             for r in b.replicas.values():
                 if r.hw < r.hw_floor:
