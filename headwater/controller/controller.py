@@ -26,12 +26,17 @@ through AlterPartition keep the leader epoch and bump only the partition epoch (
 version). A broker that leaves is removed from every ISR, except that the last ISR member stays
 (with leader -1), so that the one replica known to hold every committed record can lead again.
 
-Each handler stages at most one new state per partition; staged states become SETs conditional on
-the partition epoch, and the LeaderAndIsr / UpdateMetadata requests describe the staged states.
-Reassignment (KIP-455 phases U/A/B) slots in as one more request event plus a hook in
-:meth:`Controller._on_alter_partition` (phase B completes when the ISR covers the target replicas)
-and in failover (resume from ``adding_replicas``/``removing_replicas``); the step and batch
-machinery below does not change.
+Each handler stages the smallest new state per partition; staged states become SETs conditional on
+the partition epoch, and the LeaderAndIsr / UpdateMetadata requests describe the final states. A
+handler that needs several ordered writes of one partition (reassignment phase B: new leader, then
+each removed replica out of the ISR, then the topic znode) flushes the staged state into the write
+list and stages the next one on top of it.
+
+Reassignment (KIP-455, :data:`REASSIGNMENT_PHASES`) is ``KafkaController.onPartitionReassignment``:
+phase U writes RS/AR/RR to the topic znode, then phase A (TRS not within the ISR) or phase B (it
+is). Triggers: :class:`AlterPartitionReassignmentsRequested`, :class:`LegacyReassignmentRequested`,
+an accepted AlterPartition whose ISR now covers TRS, a target broker registering, and failover
+(``/admin/reassign_partitions`` first, then every partition with AR or RR resumes).
 """
 
 from __future__ import annotations
@@ -248,19 +253,13 @@ class ControllerConfig:
     delete_topic_enable: bool = True
     unclean_leader_election_enable: bool = False
     """Broker default; the topic config ``unclean.leader.election.enable`` overrides it."""
-    reassignment_max_concurrent_moves_per_broker: int = 0
-    """``reassignment.max.concurrent.moves.per.broker``: at most this many ongoing reassignments add or remove a
-    replica on any one broker; the rest wait in a queue. 0: no limit (Kafka's behaviour)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Reassignment:
-    """One partition's reassignment as :meth:`Controller.reassignments` reports it.
-
-    An ongoing one is in ZooKeeper: ``replicas`` (RS), ``adding_replicas`` (AR), ``removing_replicas``
-    (RR); ``original`` = RS - AR, ``target`` = RS - RR. A queued one (``queued``) has not started:
-    RS is the partition's current assignment (= ``original``), AR and RR are empty, and ``target``
-    is what it will be reassigned to when a move slot frees."""
+    """One ongoing reassignment as :meth:`Controller.reassignments` reports it, as ZooKeeper holds it:
+    ``replicas`` (RS), ``adding_replicas`` (AR), ``removing_replicas`` (RR); ``original`` = RS - AR
+    (in RS order), ``target`` = RS - RR."""
 
     topic: str
     partition: int
@@ -269,7 +268,6 @@ class Reassignment:
     removing_replicas: tuple[int, ...]
     original: tuple[int, ...]
     target: tuple[int, ...]
-    queued: bool = False
 
 
 @dataclass

@@ -73,14 +73,6 @@ class LegacyReassignmentWritten:
     partitions: Mapping[tuple[str, int], tuple[int, ...]] | None
 
 
-@dataclass(frozen=True, slots=True)
-class ReassignmentQueueWritten:
-    """The queue of reassignments waiting for a move slot (``reassignment.max.concurrent.moves.per.broker``)
-    now holds ``partitions`` in order (None: the znode was deleted)."""
-
-    partitions: tuple[tuple[str, int, tuple[int, ...]], ...] | None
-
-
 Change = (
     PartitionStateWritten
     | TopicAssignmentWritten
@@ -90,7 +82,6 @@ Change = (
     | TopicConfigRemoved
     | DeletionMarkerRemoved
     | LegacyReassignmentWritten
-    | ReassignmentQueueWritten
 )
 
 
