@@ -29,5 +29,9 @@ def spark() -> Iterator[Any]:
         existing if existing is not None else spark_session("local[2]", {"spark.sql.shuffle.partitions": "2"})
     )
     yield session
-    if existing is None:
+    from pyspark import SparkContext
+
+    # Another folder's session-scoped fixture may share this session and stop it first (the JVM
+    # is gone then); stop it here only if it is still running.
+    if existing is None and SparkContext._active_spark_context is not None:
         session.stop()
