@@ -17,7 +17,7 @@ import os
 import struct
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import IO, Any, Protocol, cast
 
 from headwater.protocol.frame import MalformedFrameError, frame_size
 
@@ -212,39 +212,60 @@ class Connection(asyncio.BufferedProtocol):
                 self._update_reading()
             if reply is None or self.closed:
                 continue
-            self._send(reply.parts)
+            await self._send(reply.parts)
             if reply.mute_ms > 0:
                 self._mute(reply.mute_ms)
             if self.transport is not None and self.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
                 await self._writable.wait()
 
-    def _send(self, parts: Parts) -> None:
+    async def _send(self, parts: Parts) -> None:
         transport = self.transport
         if transport is None or self.closed:
             return
         for part in parts:
+            if self.closed:
+                return
             if isinstance(part, (bytes, bytearray)):
                 transport.write(part)
                 continue
             rng = cast(FileRange, part)
-            position, remaining = rng.position, rng.length
-            if transport.get_write_buffer_size() == 0 and self._sock_fd >= 0:
-                # Zero-copy while the socket accepts; whatever it does not take goes through the
-                # transport's buffer so ordering with later parts is kept.
-                while remaining:
-                    try:
-                        sent = os.sendfile(self._sock_fd, rng.fileno, position, remaining)
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    except OSError as exc:
-                        self.abort(f"send failed: {exc}")
-                        return
-                    if sent == 0:
-                        break
-                    position += sent
-                    remaining -= sent
-            if remaining:
-                transport.write(os.pread(rng.fileno, remaining, position))
+            if rng.length == 0:
+                continue
+            # Zero-copy from the page cache. asyncio's sendfile first drains what the transport
+            # holds (so the bytes before this part go out first), then waits for the socket to be
+            # writable as often as needed, so a large fetch never falls back to copying.
+            try:
+                await asyncio.get_running_loop().sendfile(transport, cast(IO[bytes], _Fd(rng.fileno)), rng.position,
+                                                          rng.length, fallback=True)
+            except (ConnectionError, RuntimeError, OSError) as exc:
+                self.abort(f"send failed: {exc}")
+                return
+
+
+class _Fd:
+    """The file object asyncio's sendfile wants, over an fd the storage owns (never closed here).
+
+    asyncio seeks it after sending; the storage reads and writes with pread/pwrite, so the shared
+    file position means nothing to it.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return os.lseek(self._fd, offset, whence)
+
+    def tell(self) -> int:
+        return os.lseek(self._fd, 0, os.SEEK_CUR)
+
+    def read(self, n: int = -1) -> bytes:
+        return os.read(self._fd, n)
+
+    def readinto(self, buf: Any) -> int:
+        return os.readv(self._fd, [buf])
 
 
 def serve_connection_factory(handler: Handler, max_frame_bytes: int, registry: set[Connection]) -> Callable[[], Any]:
