@@ -22,7 +22,13 @@ from typing import Any
 from headwater.controller import effects as fx
 from headwater.controller import events as ev
 from headwater.controller.controller import Controller, ControllerConfig, not_controller_response
-from headwater.controller.znodes import TopicPartition, Znode, decode_live_broker, snapshot_from_znodes
+from headwater.controller.znodes import (
+    TopicPartition,
+    Znode,
+    decode_live_broker,
+    decode_reassign_partitions,
+    snapshot_from_znodes,
+)
 from headwater.metadata import zk as znodes
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import (
@@ -64,15 +70,21 @@ class ControllerShell:
         self._rng = random.Random()
         self.active = False
         self._broker_change_queued = False
+        self._legacy_seen = -1  # czxid of the legacy reassignment znode already handed to the core
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
     async def start(self, epoch: int, epoch_zk_version: int) -> None:
-        snapshot = snapshot_from_znodes(await self._read_tree())
+        tree = await self._read_tree()
+        legacy = tree.get(PATHS.REASSIGN_PARTITIONS)
+        if legacy is not None:
+            self._legacy_seen = legacy.czxid  # the snapshot carries it; the watch must not repeat it
+        snapshot = snapshot_from_znodes(tree)
         self.active = True
         self._task = asyncio.get_running_loop().create_task(self._run())
         self.submit(ev.ControllerElected(epoch, epoch_zk_version, snapshot))
         self.zk.watch_children(PATHS.BROKER_IDS, self._on_broker_children)
+        self.zk.watch_data(PATHS.REASSIGN_PARTITIONS, self._on_legacy_reassignment)
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
 
     async def _read_tree(self) -> dict[str, Znode]:
@@ -88,7 +100,8 @@ class ControllerShell:
             children = await self.zk.children(path)
             await asyncio.gather(*(walk(f"{path.rstrip('/')}/{c}") for c in children))
 
-        await asyncio.gather(walk("/brokers"), walk("/config/topics"), walk(PATHS.DELETE_TOPICS))
+        await asyncio.gather(walk("/brokers"), walk("/config/topics"), walk(PATHS.DELETE_TOPICS),
+                             walk(PATHS.REASSIGN_PARTITIONS))
         return out
 
     async def stop(self) -> None:
@@ -120,6 +133,18 @@ class ControllerShell:
     def new_topic_randomness(self, brokers: int) -> tuple[int, int, uuid.UUID]:
         n = max(brokers, 1)
         return self._rng.randrange(n), self._rng.randrange(n), uuid.uuid4()
+
+    def _on_legacy_reassignment(self, data: bytes | None, stat: Any) -> None:
+        """``/admin/reassign_partitions`` written by an old tool: reassign what it names.
+
+        The znode's state at election is already in the snapshot; only a later creation is new.
+        The controller itself rewrites the node as partitions complete (with version > 0), which
+        is not a new request either.
+        """
+        if not self.active or data is None or stat is None or stat.version != 0 or self._legacy_seen == stat.czxid:
+            return
+        self._legacy_seen = stat.czxid
+        self.submit(ev.LegacyReassignmentRequested(decode_reassign_partitions(data)))
 
     def _on_broker_children(self, _children: list[str]) -> None:
         # The read and the diff against the controller's view happen in the event loop, in turn

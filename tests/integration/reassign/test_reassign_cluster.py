@@ -166,3 +166,31 @@ def test_kafka_python_alter_list_and_cancel(cluster: tuple[str, Path]) -> None:
         assert result[tp] is NoReassignmentInProgressError or isinstance(result[tp], NoReassignmentInProgressError)
     finally:
         admin.close()
+
+
+def test_legacy_znode_reassigns_and_is_removed_when_done(cluster: tuple[str, Path]) -> None:
+    """Old tools write /admin/reassign_partitions (JSON version 1); the controller moves the
+    partitions and removes each from the znode as it completes, deleting the znode at the end."""
+    from kazoo.client import KazooClient
+
+    from headwater.admin.cluster import ClusterState
+
+    bootstrap, root = cluster
+    assert cli("topics", "--bootstrap-server", bootstrap, "--create", "--topic", "legacy",
+               "--replica-assignment", "1:2")[0] == 0
+    wait_for(lambda: len(describe(bootstrap, "legacy")) == 1)
+    produce(bootstrap, "legacy", 0, 500)
+    zk = KazooClient(hosts=f"127.0.0.1:{ClusterState.load(root).zookeeper_port}")
+    zk.start(timeout=10)
+    try:
+        zk.create("/admin/reassign_partitions",
+                  b'{"version":1,"partitions":[{"topic":"legacy","partition":0,"replicas":[3,4]}]}', makepath=True)
+        wait_for(lambda: describe(bootstrap, "legacy")[0][0] == [3, 4])
+        wait_for(lambda: zk.exists("/admin/reassign_partitions") is None)
+        data, _stat = zk.get("/brokers/topics/legacy")
+        doc = json.loads(data)
+        assert doc["partitions"] == {"0": [3, 4]}
+        assert not doc.get("adding_replicas") and not doc.get("removing_replicas")
+    finally:
+        zk.stop()
+        zk.close()
