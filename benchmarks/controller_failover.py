@@ -1,0 +1,143 @@
+"""Controller failover with many partitions in place, and the time to create them.
+
+Three brokers and ZooKeeper (local processes). First, ``--partitions`` partitions (RF 3) are
+created in topics of ``--per-topic`` partitions each; the creation time runs from the first
+CreateTopics request to the moment Metadata shows every partition with a leader. Then the active
+controller is killed -9 and a client sends CreateTopics (1 partition, RF 2) in a loop until one
+succeeds. Reported:
+
+* ``kill_to_create_ms``: from the kill to the first successful CreateTopics. The surviving brokers
+  learn that the controller is gone only when its ZooKeeper session expires, so this includes
+  ``zookeeper.session.timeout.ms``.
+* ``expiry_to_create_ms``: from the moment ``/controller`` disappears from ZooKeeper (watched with
+  kazoo) to the first successful CreateTopics: the election plus the new controller loading every
+  partition state and starting to serve.
+
+Every broker holds a replica of every partition (RF 3 on 3 brokers) and keeps three files open per
+partition (log, offset index, time index), so it needs more than 3 x partitions open files; the
+benchmark raises its soft limit to the hard one and refuses to start when that is not enough.
+
+Prints one JSON line.
+
+    .venv/bin/python benchmarks/controller_failover.py [--partitions 10000] [--per-topic 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "cluster"))
+
+from cluster_support import start_cluster
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.metadata import MetadataRequest
+
+from headwater.admin.client import AdminClient, AdminError
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int, rf: int, timeout_s: float = 600) -> None:
+    T = CreateTopicsRequest.CreatableTopic
+    with AdminClient(bootstrap, timeout_s=timeout_s) as client:
+        for name in names:
+            resp = client.send_to_controller(CreateTopicsRequest, dict(
+                topics=[T(name=name, num_partitions=partitions, replication_factor=rf, assignments=[], configs=[])],
+                timeout_ms=int(timeout_s * 1000), validate_only=False), lambda r: [t.error_code for t in r.topics])
+            codes = [t.error_code for t in resp.topics]
+            assert codes == [0], f"CreateTopics {name}: {codes}"
+
+
+def online_count(bootstrap: str, names: list[str]) -> int:
+    with AdminClient(bootstrap, timeout_s=60) as client:
+        version = client.version_for(client.bootstrap[0], 3, 12)
+        meta = client.send(MetadataRequest, dict(
+            topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names], allow_auto_topic_creation=False),
+            max_version=version)
+    return sum(1 for t in meta.topics if t.error_code == 0 for p in t.partitions if p.leader_id >= 0)
+
+
+def try_create(bootstrap: str, name: str) -> bool:
+    T = CreateTopicsRequest.CreatableTopic
+    try:
+        with AdminClient(bootstrap, timeout_s=2) as client:
+            client.refresh()
+            if client.controller_id < 0:
+                return False
+            resp = client.send(CreateTopicsRequest, dict(
+                topics=[T(name=name, num_partitions=1, replication_factor=2, assignments=[], configs=[])],
+                timeout_ms=2000, validate_only=False), node_id=client.controller_id)
+            return [t.error_code for t in resp.topics] == [0]
+    except (AdminError, OSError):
+        return False
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--per-topic", type=int, default=1000)
+    ap.add_argument("--session-timeout-ms", type=int, default=6000)
+    args = ap.parse_args()
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the brokers inherit it
+    needed = 3 * args.partitions + 1000
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        sys.exit(f"{args.partitions} partitions need about {needed} open files per broker; "
+                 f"the hard limit here is {hard} (raise it with ulimit -Hn, or use fewer --partitions)")
+    topics = [f"bulk-{i:03d}" for i in range((args.partitions + args.per_topic - 1) // args.per_topic)]
+    sizes = [min(args.per_topic, args.partitions - i * args.per_topic) for i in range(len(topics))]
+    out: dict[str, object] = {"benchmark": "controller_failover", "partitions": args.partitions, "rf": 3,
+                              "session_timeout_ms": args.session_timeout_ms}
+    with tempfile.TemporaryDirectory(prefix="hw-ctrl-failover-") as tmp:
+        cluster = start_cluster(Path(tmp), 3, {"zookeeper.session.timeout.ms": str(args.session_timeout_ms)})
+        try:
+            t0 = time.monotonic()
+            for name, n in zip(topics, sizes, strict=True):
+                create_topics(cluster.bootstrap, [name], n, 3)
+            t_acked = time.monotonic()
+            while online_count(cluster.bootstrap, topics) < args.partitions:
+                time.sleep(0.2)
+            t_online = time.monotonic()
+            out["create_acked_s"] = round(t_acked - t0, 2)
+            out["create_online_s"] = round(t_online - t0, 2)
+            print(f"{args.partitions} partitions online in {t_online - t0:.1f} s", file=sys.stderr)
+
+            old = cluster.controller_id()
+            gone = threading.Event()
+            gone_at: list[float] = []
+
+            def watch(data: bytes | None, _stat: object, event: object = None) -> bool:
+                # The new controller may re-create /controller before kazoo re-reads it: the DELETED
+                # event is the moment the old session expired.
+                if data is None or getattr(event, "type", None) == "DELETED":
+                    gone_at.append(time.monotonic())
+                    gone.set()
+                    return False
+                return True
+
+            cluster.kazoo.DataWatch("/controller", watch)
+            t_kill = time.monotonic()
+            cluster.brokers[old].kill9()
+            i = 0
+            while not try_create(cluster.bootstrap, f"probe-{i}"):
+                i += 1
+                time.sleep(0.02)
+            t_served = time.monotonic()
+            assert gone.wait(5)
+            new = cluster.controller_id()
+            assert new != old
+            out["kill_to_create_ms"] = round((t_served - t_kill) * 1000)
+            out["expiry_to_create_ms"] = round((t_served - gone_at[0]) * 1000)
+            out["new_controller"] = new
+        finally:
+            cluster.stop()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
