@@ -202,7 +202,9 @@ class ClusterMember:
     # --- requests from the controller --------------------------------------------------------------------
 
     def _check_epochs(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
-        if broker_epoch >= 0 and broker_epoch != self.broker.broker_epoch:
+        # Only an older epoch is stale (Kafka's rule): the controller may see this broker's new
+        # registration, and send it requests, before the broker has read its own epoch back.
+        if 0 <= broker_epoch < self.broker.broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH
         return self.broker.replicas.check_controller_epoch(controller_epoch)
 

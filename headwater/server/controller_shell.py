@@ -71,6 +71,7 @@ class ControllerShell:
         self.active = False
         self._broker_change_queued = False
         self._legacy_seen = -1  # czxid of the legacy reassignment znode already handed to the core
+        self._current: _Pending | None = None  # the event being processed
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -106,6 +107,15 @@ class ControllerShell:
 
     async def stop(self) -> None:
         self.active = False
+        # Whoever is waiting for an answer (a client's CreateTopics, a broker's AlterPartition)
+        # gets NOT_CONTROLLER now and looks for the new controller; nothing is left hanging.
+        waiting = [self._current] if self._current is not None else []
+        while not self._queue.empty():
+            waiting.append(self._queue.get_nowait())
+        for pending in waiting:
+            if pending.reply is not None and not pending.reply.done():
+                event = pending.event
+                pending.reply.set_result(not_controller_response(event) if event is not None and _is_request(event) else None)
         tasks = [*([self._task] if self._task else []), *self._senders.values()]
         for task in tasks:
             task.cancel()
@@ -173,6 +183,7 @@ class ControllerShell:
         while self.active:
             pending = await self._queue.get()
             response = None
+            self._current = pending
             try:
                 if pending.event is None:
                     await self._broker_change()
