@@ -10,6 +10,7 @@ import click
 
 from headwater.admin.cluster import cluster
 from headwater.admin.configs import configs
+from headwater.admin.options import key_values
 from headwater.admin.reassign import reassign
 from headwater.admin.topics import topics
 from headwater.server.config import ConfigError, load_config
@@ -27,12 +28,7 @@ def broker(config_path: Path, override: tuple[str, ...]) -> None:
     """Run one broker until SIGTERM or SIGINT."""
     from headwater.server.broker import run_broker
 
-    overrides = {}
-    for item in override:
-        if "=" not in item:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--override")
-        key, value = item.split("=", 1)
-        overrides[key.strip()] = value.strip()
+    overrides = key_values(override, "--override")
     try:
         config = load_config(config_path, overrides)
     except ConfigError as exc:

@@ -22,6 +22,7 @@ import click
 
 from headwater.admin.client import AdminClient, AdminError
 from headwater.admin.local import BrokerProcess, ZooKeeperProcess, zookeeper_ok
+from headwater.admin.options import key_values
 
 STATE_FILE = "cluster.json"
 REGISTER_TIMEOUT_S = 60.0
@@ -114,12 +115,7 @@ def cluster() -> None:
 @click.option("--config", "configs", multiple=True, help="Extra broker property key=value (repeatable).")
 def up(count: int, data_dir: Path, base_port: int, zookeeper_port: int | None, racks: str | None, configs: tuple[str, ...]) -> None:
     """Start ZooKeeper and the brokers, wait until all are registered, print the bootstrap address."""
-    props = {}
-    for item in configs:
-        if "=" not in item:
-            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--config")
-        k, v = item.split("=", 1)
-        props[k.strip()] = v.strip()
+    props = key_values(configs, "--config")
     rack_list = [r.strip() for r in racks.split(",")] if racks else []
     state = start_cluster(data_dir, count, base_port, zookeeper_port or base_port - 1, rack_list, props, echo=click.echo)
     click.echo(f"bootstrap: {state.bootstrap}")

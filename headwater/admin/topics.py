@@ -15,6 +15,7 @@ from kafka.protocol.admin import (
 )
 
 from headwater.admin.client import AdminClient, AdminError
+from headwater.admin.options import key_values
 from headwater.protocol.errors import ErrorCode
 
 RESOURCE_TOPIC = 2
@@ -30,16 +31,6 @@ def _parse_assignment(text: str) -> list[list[int]]:
         except ValueError:
             raise click.BadParameter(f"{text!r}: expected broker ids like 1:2,2:3", param_hint="--replica-assignment") from None
     return out
-
-
-def _parse_configs(items: tuple[str, ...]) -> dict[str, str]:
-    configs = {}
-    for item in items:
-        if "=" not in item:
-            raise click.BadParameter(f"{item!r} is not key=value", param_hint="--config")
-        key, value = item.split("=", 1)
-        configs[key.strip()] = value.strip()
-    return configs
 
 
 def _error(code: int, message: str | None) -> str:
@@ -141,7 +132,7 @@ def _run(client: AdminClient, action: str, topic: str | None, partitions: int | 
     if action == "create":
         assert topic is not None
         assignment = _parse_assignment(replica_assignment) if replica_assignment else None
-        code, message = create_topic(client, topic, partitions, replication_factor, assignment, _parse_configs(configs))
+        code, message = create_topic(client, topic, partitions, replication_factor, assignment, key_values(configs, "--config"))
         if code == ErrorCode.TOPIC_ALREADY_EXISTS and if_not_exists:
             return 0
         if code:
