@@ -21,8 +21,10 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from kazoo.exceptions import BadVersionError, NodeExistsError
+
 from headwater.controller import events as ev
-from headwater.controller.controller import ControllerConfig
+from headwater.controller.controller import ControllerConfig, not_controller_response
 from headwater.metadata import zk as znodes
 from headwater.metadata.configs import effective_topic_config
 from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
@@ -336,8 +338,6 @@ class ClusterMember:
             P(topic_name=tp.topic, partition_index=tp.partition) for tp in result.remaining])
 
     async def _controller_request(self, event: ev.Event) -> Any:
-        from headwater.controller.controller import not_controller_response
-
         if self.shell is None:
             return not_controller_response(event)
         return await self.shell.request(event)
@@ -352,8 +352,6 @@ class ClusterMember:
     async def producer_id_block(self) -> tuple[int, int]:
         """Claim the next block of producer ids in ``/latest_producer_id_block``: [start, end)."""
         assert self.zk is not None
-        from kazoo.exceptions import BadVersionError, NodeExistsError
-
         while True:
             found = await self.zk.get(PATHS.LATEST_PRODUCER_ID_BLOCK)
             previous = znodes.decode_producer_id_block(found[0]) if found is not None and found[0] else None
@@ -429,8 +427,6 @@ class ClusterMember:
     async def write_entity_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
         """An entity's config znode, then a change notification every broker watches (Kafka's way)."""
         assert self.zk is not None
-        from kazoo.exceptions import NodeExistsError
-
         path = PATHS.config(entity_type, name)
         data = znodes.encode_config(configs)
         if await self.zk.get(path) is None:

@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.protocol.apis import ApiKey
+from headwater.protocol.apis import API_SPECS, ApiKey
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.protocol.interbroker import AlterPartitionRequest
+from headwater.records import scan_valid_prefix
 from headwater.replication.acks import PendingAcks
 from headwater.replication.follower import (
     AppendRecords,
@@ -397,8 +398,6 @@ class ReplicaManager:
                 if h.replica.role == Role.FOLLOWER and h.replica.fetcher is not None and h.replica.leader_id == leader_id]
 
     async def _fetch_loop(self, leader_id: int) -> None:
-        from headwater.protocol.apis import API_SPECS
-
         fetch_cls = API_SPECS[ApiKey.FETCH].request
         version = 12  # topic names, diverging epochs, current leader epoch
         wakeup = self._fetch_wakeups[leader_id]
@@ -505,8 +504,6 @@ class ReplicaManager:
             await self._list_leader_offsets(leader_id, h, action)
 
     async def _list_leader_offsets(self, leader_id: int, h: Hosted, action: ListLeaderOffsets) -> None:
-        from headwater.protocol.apis import API_SPECS
-
         fetcher = h.replica.fetcher
         assert fetcher is not None
         cls = API_SPECS[ApiKey.LIST_OFFSETS].request
@@ -535,8 +532,6 @@ class ReplicaManager:
 
 def _whole_batches(records: bytes) -> bytes:
     """A fetch may end in a partial batch (the leader's size limit); the follower appends whole ones."""
-    from headwater.records import scan_valid_prefix
-
     _batches, end = scan_valid_prefix(records, verify_crc=False)
     return records[:end]
 
