@@ -95,8 +95,9 @@ class Broker:
         self.store = LocalMetadataStore(config.log_dirs[0], self.info)
         self.image: ClusterImage = self.store.load() if self.cluster is None else ClusterImage("", -1, {}, {})
         self.logs = LogManager(list(config.log_dirs), self._default_log_config(), clock_ms=_now_ms)
+        # Client quotas: in ZooKeeper (/config/users, /config/clients) in a cluster, else a local file.
         self.quota_store = LocalQuotaStore(config.log_dirs[0])
-        self.quota_configs: dict[str, dict[str, str]] = self.quota_store.load()
+        self.quota_configs: dict[str, dict[str, str]] = self.quota_store.load() if self.cluster is None else {}
         self.quotas = quota.MutationQuotas(
             windows=int(config.props.get("controller.quota.window.num", quota.DEFAULT_WINDOWS)),
             window_seconds=float(config.props.get("controller.quota.window.size.seconds", quota.DEFAULT_WINDOW_SECONDS)),
@@ -1044,7 +1045,12 @@ class Broker:
             return req.response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), entries=None)
         return req.response(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
 
-    def alter_client_quotas(self, req: Request) -> Any:
+    async def refresh_quota_configs(self) -> None:
+        if self.cluster is not None:
+            self.quota_configs = await self.cluster.load_quota_configs()
+            self._configure_quotas()
+
+    async def alter_client_quotas(self, req: Request) -> Any:
         entry_cls = req.spec.response.EntryData
         entity_cls = entry_cls.EntityData
         updated = dict(self.quota_configs)
@@ -1066,7 +1072,12 @@ class Broker:
                 entity_cls(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity]))
         # Entries are independent, but a failed one changes nothing: only valid entries were folded in.
         if not req.body.validate_only and updated != self.quota_configs:
-            self.quota_store.save(updated)
+            if self.cluster is not None:
+                for path in sorted(set(updated) | set(self.quota_configs)):
+                    if updated.get(path) != self.quota_configs.get(path):
+                        await self.cluster.write_quota_configs(path, updated.get(path, {}))
+            else:
+                self.quota_store.save(updated)
             self.quota_configs = updated
             self._configure_quotas()
         return req.response(throttle_time_ms=0, entries=out)

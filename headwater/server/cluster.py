@@ -72,6 +72,7 @@ class ClusterMember:
         self.cluster_id = await self._cluster_id()
         self.broker.image = ClusterImage(self.cluster_id, -1, {}, {})
         await self.broker.refresh_broker_configs()
+        await self.broker.refresh_quota_configs()
         await self._register()
         self.watch_config_changes()
         self.zk.watch_data(PATHS.CONTROLLER, self._on_controller_change)
@@ -381,6 +382,7 @@ class ClusterMember:
         self._topic_configs.clear()
         asyncio.get_running_loop().create_task(self.broker.refresh_log_configs())
         asyncio.get_running_loop().create_task(self.broker.refresh_broker_configs())
+        asyncio.get_running_loop().create_task(self.broker.refresh_quota_configs())
 
     # --- reassignment (KIP-455) ---------------------------------------------------------------------
 
@@ -437,3 +439,30 @@ class ClusterMember:
         else:
             await self.zk.set(path, data)
         await self.zk.create(PATHS.CONFIG_CHANGE_PREFIX, znodes.encode_config_change(f"{entity_type}/{name}"), sequence=True)
+
+    # --- client quotas in /config/users and /config/clients ------------------------------------------
+
+    async def load_quota_configs(self) -> dict[str, dict[str, str]]:
+        """Every user, user+client and client quota entity: ``{"users/<u>/clients/<c>": {...}}``."""
+        assert self.zk is not None
+        out: dict[str, dict[str, str]] = {}
+
+        async def read(entity_path: str) -> None:
+            found = await self.zk.get(f"/config/{entity_path}")  # type: ignore[union-attr]
+            if found is not None and found[0]:
+                entity_type, _, name = entity_path.partition("/")
+                configs = znodes.decode_config(entity_type, name, found[0])
+                if configs:
+                    out[entity_path] = configs
+
+        for user in await self.zk.children("/config/users"):
+            await read(f"users/{user}")
+            for client in await self.zk.children(f"/config/users/{user}/clients"):
+                await read(f"users/{user}/clients/{client}")
+        for client in await self.zk.children("/config/clients"):
+            await read(f"clients/{client}")
+        return out
+
+    async def write_quota_configs(self, entity_path: str, configs: dict[str, str]) -> None:
+        entity_type, _, name = entity_path.partition("/")
+        await self.write_entity_configs(entity_type, name, configs)
