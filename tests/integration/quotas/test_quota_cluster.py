@@ -38,7 +38,7 @@ def configs(bootstrap: str, *args: str) -> str:
 
 def test_quota_lives_in_zookeeper_and_every_broker_sees_it(cluster: tuple[str, Path]) -> None:
     bootstrap, root = cluster
-    first, second, third = bootstrap.split(",")
+    _first, second, third = bootstrap.split(",")
     configs(second, "--alter", "--entity-type", "clients", "--entity-name", "etl", "--add-config",
             "controller_mutation_rate=5")
     zk = KazooClient(hosts=f"127.0.0.1:{ClusterState.load(root).zookeeper_port}")
