@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import sys
+import time
 from typing import Any
 
 import click
@@ -39,7 +40,10 @@ def _error(code: int, message: str | None) -> str:
 
 
 def create_topic(client: AdminClient, topic: str, partitions: int | None, replication_factor: int | None,
-                 assignment: list[list[int]] | None, configs: dict[str, str]) -> tuple[int, str | None]:
+                 assignment: list[list[int]] | None, configs: dict[str, str],
+                 retry_on_quota_violation: bool = True) -> tuple[int, str | None]:
+    """Create one topic. A topic refused by the partition-mutation quota (89) is sent again after
+    the throttle time the broker gave, until the client's timeout (KIP-599's admin behaviour)."""
     T = CreateTopicsRequest.CreatableTopic
     A = T.CreatableReplicaAssignment
     C = T.CreatableTopicConfig
@@ -50,10 +54,16 @@ def create_topic(client: AdminClient, topic: str, partitions: int | None, replic
         assignments=[A(partition_index=i, broker_ids=r) for i, r in enumerate(assignment or [])],
         configs=[C(name=k, value=v) for k, v in configs.items()],
     )
-    resp = client.send_to_controller(CreateTopicsRequest, dict(topics=[spec], timeout_ms=30000, validate_only=False),
-                                     lambda r: [t.error_code for t in r.topics])
-    result = resp.topics[0]
-    return result.error_code, result.error_message
+    deadline = time.monotonic() + client.timeout_s
+    while True:
+        resp = client.send_to_controller(CreateTopicsRequest, dict(topics=[spec], timeout_ms=30000, validate_only=False),
+                                         lambda r: [t.error_code for t in r.topics])
+        result = resp.topics[0]
+        throttle_s = resp.throttle_time_ms / 1000
+        if (result.error_code != ErrorCode.THROTTLING_QUOTA_EXCEEDED or not retry_on_quota_violation
+                or time.monotonic() + throttle_s > deadline):
+            return result.error_code, result.error_message
+        time.sleep(throttle_s)
 
 
 def describe(client: AdminClient, topics: list[str] | None) -> list[str]:
@@ -109,9 +119,11 @@ def _topic_configs(client: AdminClient, names: list[str]) -> dict[str, dict[str,
 @click.option("--config", "configs", multiple=True, help="Topic config key=value (create; repeatable).")
 @click.option("--if-not-exists", is_flag=True, help="With --create: succeed if the topic already exists.")
 @click.option("--if-exists", is_flag=True, help="With --delete/--alter: succeed if the topic does not exist.")
+@click.option("--retry-on-quota-violation/--no-retry-on-quota-violation", default=True, show_default=True,
+              help="Re-send a create refused by the partition-mutation quota after its throttle time.")
 def topics(bootstrap_server: str, action: str | None, topic: str | None, partitions: int | None,
            replication_factor: int | None, replica_assignment: str | None, configs: tuple[str, ...],
-           if_not_exists: bool, if_exists: bool) -> None:
+           if_not_exists: bool, if_exists: bool, retry_on_quota_violation: bool) -> None:
     """Create, delete, describe, list or alter topics, like kafka-topics.sh."""
     if action is None:
         raise click.UsageError("one of --create, --delete, --describe, --list, --alter is required")
@@ -120,19 +132,21 @@ def topics(bootstrap_server: str, action: str | None, topic: str | None, partiti
     try:
         with AdminClient(bootstrap_server, client_id="headwater-topics") as client:
             sys.exit(_run(client, action, topic, partitions, replication_factor, replica_assignment, configs,
-                          if_not_exists, if_exists))
+                          if_not_exists, if_exists, retry_on_quota_violation))
     except AdminError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
 
 
 def _run(client: AdminClient, action: str, topic: str | None, partitions: int | None, replication_factor: int | None,
-         replica_assignment: str | None, configs: tuple[str, ...], if_not_exists: bool, if_exists: bool) -> int:
+         replica_assignment: str | None, configs: tuple[str, ...], if_not_exists: bool, if_exists: bool,
+         retry_on_quota_violation: bool = True) -> int:
     assert topic is not None or action in ("describe", "list")
     if action == "create":
         assert topic is not None
         assignment = _parse_assignment(replica_assignment) if replica_assignment else None
-        code, message = create_topic(client, topic, partitions, replication_factor, assignment, key_values(configs, "--config"))
+        code, message = create_topic(client, topic, partitions, replication_factor, assignment,
+                                     key_values(configs, "--config"), retry_on_quota_violation)
         if code == ErrorCode.TOPIC_ALREADY_EXISTS and if_not_exists:
             return 0
         if code:

@@ -121,3 +121,24 @@ def test_bad_quota_input_changes_nothing(bootstrap: str) -> None:
                                            "clients", "--entity-name", "x", "--add-config", add])
         assert result.exit_code == 1
     assert configs(bootstrap, "--describe", "--entity-type", "clients") == before
+
+
+def test_topics_tool_retries_after_the_throttle_unless_told_not_to(bootstrap: str) -> None:
+    # The tool's client id is headwater-topics; burst 2 windows x 1 s x 2/s = 4 tokens.
+    configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "headwater-topics",
+            "--add-config", "controller_mutation_rate=2")
+    try:
+        def create(*args: str) -> tuple[int, str]:
+            result = CliRunner().invoke(main, ["topics", "--bootstrap-server", bootstrap, "--create", *args])
+            return result.exit_code, result.output
+
+        assert create("--topic", "tool-a", "--partitions", "6")[0] == 0  # admitted whole: 4 -> -2
+        code, out = create("--topic", "tool-b", "--partitions", "1", "--no-retry-on-quota-violation")
+        assert code == 1 and "quota" in out.lower()
+        started = time.monotonic()
+        code, out = create("--topic", "tool-b", "--partitions", "1")  # waits out the throttle, then succeeds
+        assert code == 0, out
+        assert time.monotonic() - started >= 0.5  # the debt of 2 tokens at 2/s had to be paid first
+    finally:
+        configs(bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "headwater-topics",
+                "--delete-config", "controller_mutation_rate")
