@@ -46,6 +46,7 @@ from headwater.protocol.fetch import FetchPartitionData, FetchTopicData, NodeEnd
 from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.replication.partition import LeaderAndIsrState
+from headwater.server import metrics
 from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import Connection, Reply, serve_connection_factory
@@ -186,6 +187,12 @@ class Broker:
             )
             self._servers.append(server)
             log.info("broker %d listening on %s:%d", self.config.broker_id, listener.host, listener.port)
+        self._metrics = metrics.BrokerCollector()
+        metrics_port = int(self.config.props.get("metrics.port", 0))
+        if metrics_port:
+            metrics.serve(metrics_port, self.config.listeners[0].host, self._metrics)
+            log.info("metrics on http://%s:%d/metrics", self.config.listeners[0].host, metrics_port)
+        self._publish_metrics()
         self._housekeeping_task = loop.create_task(self._housekeeping())
         if self.cluster is not None:
             # Registration comes last, once the broker can answer the controller's requests.
@@ -200,6 +207,7 @@ class Broker:
             if self._stopping.is_set():
                 return  # the logs are about to close; no retention on closed logs
             try:
+                self._publish_metrics()
                 retention_due = time.monotonic() - last_retention >= retention_check_s
                 if retention_due:
                     last_retention = time.monotonic()
@@ -209,6 +217,19 @@ class Broker:
                     last_checkpoint = time.monotonic()
             except Exception:
                 log.exception("housekeeping failed")
+
+    def _publish_metrics(self) -> None:
+        hosted = list(self.replicas.partitions.values())
+        led = [h for h in hosted if h.replica.is_leader]
+        tokens = {(u if isinstance(u, str) else "<default>", c if isinstance(c, str) else "<default>"): v
+                  for (u, c), v in self.quotas.remaining_tokens(_now_ms()).items()}
+        self._metrics.snapshot = metrics.Snapshot(
+            broker_id=self.config.broker_id,
+            remaining_tokens=tokens,
+            partitions_led=len(led),
+            under_replicated=sum(1 for h in led if len(h.replica.isr) < len(h.replica.replicas)),
+            log_end_offsets={(h.replica.topic, h.replica.partition): h.plog.log_end_offset for h in hosted},
+        )
 
     async def stop(self) -> None:
         if self.cluster is not None:
