@@ -308,11 +308,12 @@ class Broker:
     def _lead_standalone(self, topic: TopicImage, partitions: Iterable[int]) -> None:
         """Without a controller this broker leads every partition with itself as the whole ISR."""
         cfg = self._log_config(topic)
+        max_bytes = int(effective_topic_config(topic.configs, self.config.props)["max.message.bytes"][0])
         me = self.config.broker_id
         for p in partitions:
             state = topic.partitions[p]
             self.replicas.become(topic.name, p, LeaderAndIsrState(me, state.leader_epoch, (me,), 0, (me,)),
-                                 topic_id=topic.topic_id, config=cfg, min_insync_replicas=1)
+                                 topic_id=topic.topic_id, config=cfg, min_insync_replicas=1, max_message_bytes=max_bytes)
 
     def _wake(self, topic: str, partition: int) -> None:
         waiters = self._waiters.pop((topic, partition), None)
@@ -445,8 +446,7 @@ class Broker:
                     records = pd.records
                     if not records:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "empty records")
-                    topic = self.image.topics[name]
-                    max_bytes = int(effective_topic_config(topic.configs, self.config.props)["max.message.bytes"][0])
+                    max_bytes = hosted.max_message_bytes
                     for _pos, header in iter_batches(records, verify_crc=False):
                         if header.size > max_bytes:
                             raise KafkaError(
@@ -886,6 +886,10 @@ class Broker:
             if topic is not None:
                 configs = await self._topic_configs(topic)
                 self.logs.update_config(name, self._log_config(replace(topic, configs=configs)))
+                max_bytes = int(effective_topic_config(configs, self.config.props)["max.message.bytes"][0])
+                for (t, _p), hosted in self.replicas.partitions.items():
+                    if t == name:
+                        hosted.max_message_bytes = max_bytes
                 self.replicas.set_topic_throttles(name, configs.get("leader.replication.throttled.replicas", ""),
                                                   configs.get("follower.replication.throttled.replicas", ""))
 
@@ -968,15 +972,9 @@ class Broker:
             return
         if self.cluster is not None:
             await self.cluster.write_topic_configs(name, configs)
-            await self.refresh_log_configs()
-            return
-        updated = replace(topic, configs=configs)
-        self._set_image(self.image.with_topic(updated))
-        cfg = self._log_config(updated)
-        for p in topic.partitions:
-            if self.logs.get(name, p) is not None:
-                self.logs.update_config(name, cfg)
-                break
+        else:
+            self._set_image(self.image.with_topic(replace(topic, configs=configs)))
+        await self.refresh_log_configs()
 
     async def alter_configs(self, req: Request) -> Any:
         resp_cls = req.spec.response.AlterConfigsResourceResponse

@@ -242,6 +242,7 @@ class ClusterMember:
                                       tuple(getattr(s, "removing_replicas", ()) or ()), bool(getattr(s, "is_new", False))),
                     topic_id=topic_id, config=self.broker._log_config(image_topic),
                     min_insync_replicas=int(effective["min.insync.replicas"][0]),
+                    max_message_bytes=int(effective["max.message.bytes"][0]),
                 )
                 topic_errors.setdefault(topic, []).append((s.partition_index, code))
                 if topic_id is not None:

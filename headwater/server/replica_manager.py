@@ -74,6 +74,7 @@ class Hosted:
     plog: PartitionLog
     topic_id: Any = None
     acks: PendingAcks[asyncio.Future[ErrorCode]] = field(default_factory=PendingAcks)
+    max_message_bytes: int = 1048588  # max.message.bytes of the topic, checked on every produce
 
 
 class ReplicaManager:
@@ -161,7 +162,7 @@ class ReplicaManager:
 
     def become(
         self, topic: str, partition: int, state: LeaderAndIsrState, *, topic_id: Any, config: LogConfig,
-        min_insync_replicas: int,
+        min_insync_replicas: int, max_message_bytes: int,
     ) -> ErrorCode:
         """Apply one partition state of a LeaderAndIsr request."""
         key = (topic, partition)
@@ -177,6 +178,7 @@ class ReplicaManager:
             hosted = Hosted(replica, plog, topic_id)
             self.partitions[key] = hosted
         hosted.topic_id = topic_id
+        hosted.max_message_bytes = max_message_bytes
         replica, plog = hosted.replica, hosted.plog
         now = now_ms()
         replica.set_min_insync_replicas(min_insync_replicas, now)

@@ -63,3 +63,21 @@ def test_errors_name_the_problem(bootstrap: str) -> None:
 def test_unreachable_broker_is_a_clear_error() -> None:
     code, out = run(f"127.0.0.1:{free_port()}", "--list")
     assert code == 1 and "cannot connect to 127.0.0.1" in out
+
+
+def test_topic_max_message_bytes_is_enforced_and_follows_config_changes(bootstrap: str) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    assert run(bootstrap, "--create", "--topic", "cli-small", "--partitions", "1", "--config", "max.message.bytes=2000")[0] == 0
+    errors: list[object] = []
+    p = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 1_000_000})
+    p.produce("cli-small", value=b"x" * 5000, on_delivery=lambda err, _m: errors.append(err))
+    p.flush(10)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    result = CliRunner().invoke(main, ["configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "topics",
+                                       "--entity-name", "cli-small", "--add-config", "max.message.bytes=100000"])
+    assert result.exit_code == 0, result.output
+    errors.clear()
+    p.produce("cli-small", value=b"x" * 5000, on_delivery=lambda err, _m: errors.append(err))
+    p.flush(10)
+    assert errors == [None]
