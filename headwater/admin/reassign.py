@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import click
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
+    DescribeLogDirsRequest,
     IncrementalAlterConfigsRequest,
     ListPartitionReassignmentsRequest,
 )
@@ -318,6 +320,58 @@ def verify(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_
     return 0, all_done
 
 
+def replica_sizes(cluster: Cluster, broker_ids: Iterable[int]) -> dict[tuple[str, int, int], int]:
+    """Bytes of every replica on these brokers (DescribeLogDirs): (topic, partition, broker) -> size."""
+    out: dict[tuple[str, int, int], int] = {}
+    for b in sorted(set(broker_ids)):
+        try:
+            resp = cluster.client.send(DescribeLogDirsRequest, dict(topics=None), node_id=b)
+        except AdminError:
+            continue  # a broker that is down shows no progress
+        for d in resp.results:
+            for t in d.topics:
+                for p in t.partitions:
+                    out[(t.name, p.partition_index, b)] = out.get((t.name, p.partition_index, b), 0) + p.partition_size
+    return out
+
+
+def watch_progress(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], interval_s: float) -> None:
+    """A live view of the moves in ``plan`` until none is active: bytes copied per adding replica."""
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    def table(ongoing: Mapping[TopicPartition, Ongoing], sizes: Mapping[tuple[str, int, int], int]) -> Table:
+        t = Table(title="Reassignment progress")
+        for col in ("partition", "replicas", "adding", "copied", "progress"):
+            t.add_column(col, justify="right")
+        for tp in sorted(plan):
+            o = ongoing.get(tp)
+            if o is None:
+                t.add_row(_tp(tp), ",".join(map(str, plan[tp])), "", "", "[green]completed[/]")
+                continue
+            source = max((sizes.get((tp[0], tp[1], b), 0) for b in o.replicas if b not in o.adding), default=0)
+            if not o.adding:
+                t.add_row(_tp(tp), ",".join(map(str, o.replicas)), "", "", "removing replicas")
+            for b in o.adding:
+                copied = sizes.get((tp[0], tp[1], b), 0)
+                share = min(1.0, copied / source) if source else 1.0
+                bar = "#" * int(share * 20) + "." * (20 - int(share * 20))
+                t.add_row(_tp(tp), ",".join(map(str, o.replicas)), str(b), f"{copied:,} / {source:,} B",
+                          f"{bar} {share:5.1%}")
+        return t
+
+    console = Console()
+    with Live(console=console, refresh_per_second=4) as live:
+        while True:
+            ongoing = {tp: o for tp, o in cluster.ongoing().items() if tp in plan}
+            brokers = {b for o in ongoing.values() for b in o.replicas}
+            live.update(table(ongoing, replica_sizes(cluster, brokers) if ongoing else {}))
+            if not ongoing:
+                break
+            time.sleep(interval_s)
+
+
 def clear_throttles(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], echo: Any) -> None:
     brokers = sorted(set(cluster.brokers()) | {b for r in plan.values() for b in r})
     live = cluster.brokers()
@@ -397,10 +451,11 @@ def _command_config(path: Path | None) -> dict[str, str]:
 @click.option("--replica-alter-log-dirs-throttle", type=int, default=-1)
 @click.option("--timeout", type=int, default=10000)
 @click.option("--preserve-throttles", is_flag=True)
+@click.option("--watch", is_flag=True, help="With --verify: a live view of the moves until they are done, then verify.")
 def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, command_config: Path | None,
              actions: tuple[str, ...], topics_to_move_json_file: Path | None, broker_list: str | None,
              disable_rack_aware: bool, reassignment_json_file: Path | None, additional: bool, throttle: int,
-             replica_alter_log_dirs_throttle: int, timeout: int, preserve_throttles: bool) -> None:
+             replica_alter_log_dirs_throttle: int, timeout: int, preserve_throttles: bool, watch: bool) -> None:
     def usage(message: str) -> None:
         click.echo(message, err=True)
         click.echo(HELP, err=True)
@@ -421,6 +476,8 @@ def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, com
               else 'Missing required argument "[broker-list]"')
     if throttle != -1 and action != "execute":
         usage(f'Option "[throttle]" can\'t be used with action "[{action}]"')
+    if watch and action != "verify":
+        usage(f'Option "[watch]" can\'t be used with action "[{action}]"')
     if additional and action != "execute":
         usage(f'Option "[additional]" can\'t be used with action "[{action}]"')
     client_id = _command_config(command_config).get("client.id", CLIENT_ID)
@@ -441,6 +498,8 @@ def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, com
                 code = execute(cluster_, plan, additional, throttle, click.echo)
             elif action == "verify":
                 assert reassignment_json_file is not None
+                if watch:
+                    watch_progress(cluster_, plan, 1.0)
                 code, _done = verify(cluster_, plan, preserve_throttles, click.echo)
             elif action == "cancel":
                 assert reassignment_json_file is not None

@@ -91,6 +91,7 @@ def test_throttle_values_are_in_string_order() -> None:
         (["--verify", "--bootstrap-server", "a:1"], 'Missing required argument "[reassignment-json-file]"'),
         (["--verify", "--bootstrap-server", "a:1", "--reassignment-json-file", "x.json", "--throttle", "5"],
          'Option "[throttle]" can\'t be used with action "[verify]"'),
+        (["--list", "--bootstrap-server", "a:1", "--watch"], 'Option "[watch]" can\'t be used with action "[list]"'),
     ],
 )
 def test_usage_errors_exit_1_with_kafkas_message(args: list[str], message: str) -> None:
