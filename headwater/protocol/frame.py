@@ -16,8 +16,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from headwater.protocol.errors import ErrorCode, KafkaError
-
 SIZE_BYTES = 4
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -117,6 +115,3 @@ def frame_size(prefix: bytes | bytearray | memoryview, max_bytes: int) -> int:
         raise MalformedFrameError(f"frame size {size} outside [0, {max_bytes}]")
     return int(size)
 
-
-def unsupported(api_key: int, api_version: int) -> KafkaError:
-    return KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"api key {api_key} version {api_version} is not supported")
