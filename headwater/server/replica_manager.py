@@ -290,13 +290,20 @@ class ReplicaManager:
                 c.key.set_result(c.error)
 
     async def _isr_loop(self) -> None:
-        interval_s = max(0.05, self.replica_lag_time_max_ms / 2000)
+        # acks=all deadlines are checked every 100 ms, but only where produces wait; the ISR
+        # check runs every replica.lag.time.max.ms / 2, as Kafka's, since it visits every partition.
+        isr_interval_ms = max(50, self.replica_lag_time_max_ms // 2)
+        last_isr_check = now_ms()
         while not self._stopping:
-            await asyncio.sleep(min(interval_s, 0.1))
+            await asyncio.sleep(0.1)
             now = now_ms()
+            check_isr = now - last_isr_check >= isr_interval_ms
+            if check_isr:
+                last_isr_check = now
             for hosted in list(self.partitions.values()):
-                self._complete(hosted.acks.expire(now))
-                if hosted.replica.is_leader:
+                if len(hosted.acks):
+                    self._complete(hosted.acks.expire(now))
+                if check_isr and hosted.replica.is_leader:
                     proposal = hosted.replica.check_isr(now)
                     if proposal is not None:
                         self._queue_alter(proposal)
