@@ -73,9 +73,12 @@ class TokenBucket:
         return cls(rate=rate, burst=burst, tokens=burst)
 
     def refill(self, now_ms: int) -> None:
+        # Overlapping requests carry their own arrival times; an older one must not move the clock
+        # back, or the next refill would credit the same time twice.
+        if self.last_ms is not None and now_ms <= self.last_ms:
+            return
         if self.last_ms is not None:
-            elapsed_s = max(0, now_ms - self.last_ms) / 1000.0
-            self.tokens = min(self.burst, self.tokens + self.rate * elapsed_s)
+            self.tokens = min(self.burst, self.tokens + self.rate * (now_ms - self.last_ms) / 1000.0)
         self.last_ms = now_ms
 
     def exceeded(self, now_ms: int) -> bool:

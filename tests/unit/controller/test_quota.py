@@ -181,3 +181,16 @@ def test_entity_paths(entity: tuple[str | None, str | None], path: str) -> None:
 
     assert entity_path(entity) == path
     assert parse_entity_path(path) == entity
+
+
+def test_an_older_overlapping_request_does_not_move_the_clock_back() -> None:
+    q = MutationQuotas(windows=1, window_seconds=1)
+    q.configure({(ABSENT, "c"): 10.0})
+    RequestQuota(q, "ANONYMOUS", "c", True, 0).try_consume(10)  # 10 -> 0
+    slow = RequestQuota(q, "ANONYMOUS", "c", True, 500)  # arrived at 500 ms, answered later
+    RequestQuota(q, "ANONYMOUS", "c", True, 1000).try_consume(5)  # +10 (capped at burst) -> 5
+    slow.try_consume(0.0001)  # -> 4.9999, and the clock stays at 1000
+    RequestQuota(q, "ANONYMOUS", "c", True, 1000).try_consume(5)  # no time passed: -> -0.0001
+    found = q.bucket_for("ANONYMOUS", "c")
+    assert found is not None
+    assert found[1].tokens == pytest.approx(-0.0001)
