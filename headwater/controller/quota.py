@@ -78,7 +78,8 @@ class TokenBucket:
         if self.last_ms is not None and now_ms <= self.last_ms:
             return
         if self.last_ms is not None:
-            self.tokens = min(self.burst, self.tokens + self.rate * (now_ms - self.last_ms) / 1000.0)
+            elapsed_s = (now_ms - self.last_ms) / 1000.0
+            self.tokens = min(self.burst, self.tokens + self.rate * elapsed_s)
         self.last_ms = now_ms
 
     def exceeded(self, now_ms: int) -> bool:
