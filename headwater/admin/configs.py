@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import sys
+import urllib.request
 from typing import Any
 
 import click
@@ -52,6 +54,29 @@ def _split_configs(text: str) -> dict[str, str]:
     return out
 
 
+def _label(names: dict[str, str | None], entity_type: str) -> str:
+    if entity_type not in names:
+        return ""
+    value = names[entity_type]
+    return "<default>" if value is None else value
+
+
+def remaining_tokens(metrics_url: str) -> dict[tuple[str, str], float]:
+    """(user, client id) -> tokens, from a broker's headwater_controller_mutation_remaining_tokens gauge."""
+    try:
+        with urllib.request.urlopen(metrics_url, timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError as exc:
+        raise AdminError(f"cannot read metrics from {metrics_url}: {exc}") from None
+    out: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if line.startswith("headwater_controller_mutation_remaining_tokens{"):
+            labels_text, _, value = line.rpartition("} ")
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', labels_text))
+            out[(labels.get("user", ""), labels.get("client_id", ""))] = float(value)
+    return out
+
+
 def _quota_label(entity: list[tuple[str, str | None]]) -> str:
     parts = []
     for entity_type, name in entity:
@@ -70,8 +95,11 @@ def _quota_label(entity: list[tuple[str, str | None]]) -> str:
 @click.option("--alter", "action", flag_value="alter", help="Change configs.")
 @click.option("--add-config", default=None, help="k=v[,k=v] to set.")
 @click.option("--delete-config", default=None, help="k[,k] to remove.")
+@click.option("--metrics-url", default=None,
+              help="With --describe of users/clients: also show each bucket's remaining tokens, read from the "
+                   "controller's Prometheus endpoint (http://host:port/metrics).")
 def configs(bootstrap_server: str, entity_types: tuple[str, ...], entity_names: tuple[str, ...], entity_default: bool,
-            action: str | None, add_config: str | None, delete_config: str | None) -> None:
+            action: str | None, add_config: str | None, delete_config: str | None, metrics_url: str | None) -> None:
     """Describe or alter topic and broker configs and client quotas, like kafka-configs.sh."""
     if action is None:
         raise click.UsageError("one of --describe or --alter is required")
@@ -80,7 +108,8 @@ def configs(bootstrap_server: str, entity_types: tuple[str, ...], entity_names: 
     try:
         with AdminClient(bootstrap_server, client_id="headwater-configs") as client:
             if entity_types[0] in QUOTA_TYPES:
-                sys.exit(_quotas(client, entity_types, entity_names, entity_default, action, add_config, delete_config))
+                sys.exit(_quotas(client, entity_types, entity_names, entity_default, action, add_config, delete_config,
+                                 metrics_url))
             sys.exit(_resource(client, entity_types[0], entity_names[0] if entity_names else None, action,
                                add_config, delete_config))
     except AdminError as exc:
@@ -100,7 +129,7 @@ def _entity(entity_types: tuple[str, ...], entity_names: tuple[str, ...], entity
 
 
 def _quotas(client: AdminClient, entity_types: tuple[str, ...], entity_names: tuple[str, ...], entity_default: bool,
-            action: str, add_config: str | None, delete_config: str | None) -> int:
+            action: str, add_config: str | None, delete_config: str | None, metrics_url: str | None = None) -> int:
     if action == "describe":
         components = []
         if entity_names or entity_default:
@@ -114,10 +143,16 @@ def _quotas(client: AdminClient, entity_types: tuple[str, ...], entity_names: tu
         if resp.error_code:
             click.echo(f"Error: {resp.error_message or ErrorCode(resp.error_code).name}", err=True)
             return 1
+        tokens = remaining_tokens(metrics_url) if metrics_url else {}
         for entry in resp.entries or []:
             entity = [(e.entity_type, e.entity_name) for e in entry.entity]
             values = ",".join(f"{v.key}={v.value}" for v in entry.values)
-            click.echo(f"Quota configs for {_quota_label(entity)} are {values}")
+            line = f"Quota configs for {_quota_label(entity)} are {values}"
+            if metrics_url:
+                names = dict(entity)
+                bucket = (_label(names, "user"), _label(names, "client-id"))
+                line += f" (remaining tokens {tokens[bucket]:.2f})" if bucket in tokens else " (remaining tokens: bucket not in use)"
+            click.echo(line)
         return 0
     entity = _entity(entity_types, entity_names, entity_default)
     E = AlterClientQuotasRequest.EntryData

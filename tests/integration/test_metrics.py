@@ -53,5 +53,11 @@ def test_metrics_show_quota_tokens_and_partitions(tmp_path: Path) -> None:
         assert metrics['headwater_partitions_led{broker="1"}'] == 15
         assert metrics['headwater_under_replicated_partitions{broker="1"}'] == 0
         assert metrics['headwater_log_end_offset{broker="1",partition="0",topic="m1"}'] == 4
+        # headwater configs --describe shows the same bucket's tokens next to the quota.
+        result = CliRunner().invoke(main, ["configs", "--bootstrap-server", broker.bootstrap, "--describe",
+                                           "--entity-type", "clients", "--metrics-url", f"http://127.0.0.1:{port}/metrics"])
+        assert result.exit_code == 0, result.output
+        line = next(x for x in result.output.splitlines() if "client-id 'metered'" in x)
+        assert "controller_mutation_rate=1.0 (remaining tokens -" in line
     finally:
         broker.stop()
