@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import logging
 import struct
+from collections.abc import Hashable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -101,10 +102,31 @@ class BrokerChannel:
             self._writer.close()
         self._writer = None
 
-    async def close(self) -> None:
+    def close(self) -> None:
         self.closed = True
         if self._read_task is not None:
             self._read_task.cancel()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+class ChannelPool:
+    """One channel per key (a broker, or a broker and a purpose). A broker that comes back on
+    another address gets a new channel, and the old one is closed rather than left connected."""
+
+    def __init__(self) -> None:
+        self._channels: dict[Hashable, BrokerChannel] = {}
+
+    def get(self, key: Hashable, host: str, port: int, client_id: str) -> BrokerChannel:
+        ch = self._channels.get(key)
+        if ch is None or (ch.host, ch.port) != (host, port):
+            if ch is not None:
+                ch.close()
+            ch = self._channels[key] = BrokerChannel(host, port, client_id)
+        return ch
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()

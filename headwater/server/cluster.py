@@ -159,7 +159,7 @@ class ClusterMember:
                                                         broker_epoch=self.broker.broker_epoch)
                         raw = await ch.request(req, 3, timeout_s=30)
                     finally:
-                        await ch.close()
+                        ch.close()
                     error, remaining = ErrorCode(raw.error_code), raw.remaining_partitions
                 if error == ErrorCode.NONE and not remaining:
                     log.info("controlled shutdown of broker %d: leadership moved", self.broker_id)

@@ -37,7 +37,7 @@ from headwater.protocol.interbroker import (
     UpdateMetadataRequest,
     leader_and_isr_request,
 )
-from headwater.server.channel import BrokerChannel, ChannelError
+from headwater.server.channel import BrokerChannel, ChannelError, ChannelPool
 from headwater.server.zk import ControllerMovedError, ZooKeeper
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class ControllerShell:
         self._task: asyncio.Task[None] | None = None
         self._senders: dict[int, asyncio.Task[None]] = {}
         self._outboxes: dict[int, asyncio.Queue[fx.BrokerRequest]] = {}
-        self._channels: dict[int, BrokerChannel] = {}
+        self._channels = ChannelPool()
         self._rng = random.Random()
         self.active = False
         self._broker_change_queued = False
@@ -122,9 +122,7 @@ class ControllerShell:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for ch in self._channels.values():
-            await ch.close()
-        self._channels.clear()
+        self._channels.close()
         self._senders.clear()
 
     # --- events in ------------------------------------------------------------------------------------
@@ -262,11 +260,7 @@ class ControllerShell:
 
     def _channel(self, broker_id: int) -> BrokerChannel:
         info = self.core.live_brokers[broker_id].info
-        ch = self._channels.get(broker_id)
-        if ch is None or (ch.host, ch.port) != (info.host, info.port):
-            ch = BrokerChannel(info.host, info.port, f"controller-{self.broker_id}")
-            self._channels[broker_id] = ch
-        return ch
+        return self._channels.get(broker_id, info.host, info.port, f"controller-{self.broker_id}")
 
     async def _send(self, broker_id: int, req: fx.BrokerRequest) -> None:
         channel = self._channel(broker_id)

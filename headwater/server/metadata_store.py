@@ -7,10 +7,10 @@ image and hands it new images; it does not care where they live.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from headwater.metadata.image import BrokerInfo, ClusterImage, image_from_json, image_to_json, new_cluster_id
+from headwater.storage.files import write_atomic
 
 FILE_NAME = "headwater-metadata.json"
 
@@ -29,7 +29,7 @@ class LocalMetadataStore:
         return image
 
     def save(self, image: ClusterImage) -> None:
-        _atomic_write(self._path, image_to_json(image))
+        write_atomic(self._path, image_to_json(image).encode())
 
 
 QUOTAS_FILE_NAME = "headwater-quotas.json"
@@ -52,18 +52,6 @@ class LocalQuotaStore:
         return {str(k): {str(kk): str(vv) for kk, vv in v.items()} for k, v in doc.items()}
 
     def save(self, quotas: dict[str, dict[str, str]]) -> None:
-        _atomic_write(self._path, json.dumps(quotas, indent=1, sort_keys=True))
+        write_atomic(self._path, json.dumps(quotas, indent=1, sort_keys=True).encode())
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

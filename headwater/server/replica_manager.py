@@ -50,7 +50,7 @@ from headwater.replication.throttle import (
     should_leader_throttle,
 )
 from headwater.replication.types import EpochEndOffset, HighWatermarkUpdate
-from headwater.server.channel import BrokerChannel, ChannelError
+from headwater.server.channel import BrokerChannel, ChannelError, ChannelPool
 from headwater.storage import LogConfig, LogManager, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class ReplicaManager:
         self.controller_epoch = -1
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._fetch_wakeups: dict[int, asyncio.Event] = {}
-        self._channels: dict[tuple[int, str], BrokerChannel] = {}
+        self._channels = ChannelPool()
         self._alter_queue: dict[tuple[str, int], AlterPartitionProposal] = {}
         self._alter_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -149,8 +149,7 @@ class ReplicaManager:
         for task in [*self._tasks, *self._fetchers.values()]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for ch in self._channels.values():
-            await ch.close()
+        self._channels.close()
 
     # --- controller requests ------------------------------------------------------------------------
 
@@ -382,12 +381,7 @@ class ReplicaManager:
         address = self._broker_address(broker_id)
         if address is None:
             raise ChannelError(f"broker {broker_id} is not known")
-        key = (broker_id, purpose)
-        ch = self._channels.get(key)
-        if ch is None or (ch.host, ch.port) != address:
-            ch = BrokerChannel(address[0], address[1], f"broker-{self.broker_id}-{purpose}")
-            self._channels[key] = ch
-        return ch
+        return self._channels.get((broker_id, purpose), address[0], address[1], f"broker-{self.broker_id}-{purpose}")
 
     def _ensure_fetcher(self, leader_id: int) -> None:
         task = self._fetchers.get(leader_id)
