@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
 
 
@@ -51,3 +52,38 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+OPEN_FILES_WANTED = 131_072
+"""The open-file limit a broker asks for when it may raise the hard limit (root): about one
+descriptor per partition plus sockets, with room for 100,000 partitions."""
+_NR_OPEN = Path("/proc/sys/fs/nr_open")
+
+
+def raise_open_file_limit(wanted: int = OPEN_FILES_WANTED) -> tuple[int, int]:
+    """Raise RLIMIT_NOFILE as far as this process may; returns the new (soft, hard) limits.
+
+    The soft limit goes up to the hard one (any process may do that; many systems start processes
+    at a soft 1,024). A process that may raise the hard limit too (root) takes it up to ``wanted``,
+    capped by the kernel's ``fs.nr_open``. Failures leave the limits as they were.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        try:
+            ceiling = int(_NR_OPEN.read_text().strip())
+        except (OSError, ValueError):
+            ceiling = wanted
+        target = min(wanted, ceiling)
+        if target > hard:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, target))
+                return target, target
+            except (ValueError, OSError):
+                pass  # not privileged: stay within the hard limit
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft, hard

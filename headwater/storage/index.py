@@ -6,12 +6,22 @@ their key. The whole index lives in memory (``array`` of int64, 8 bytes per numb
 bisect; the files exist so a clean restart does not have to scan the log, and so a person can inspect
 them with Kafka's tools. Unlike Kafka the files are not preallocated: their size is always a whole
 number of entries, which makes a torn index easy to detect on load.
+
+No index keeps a file descriptor open. A broker with 10,000 partitions would otherwise hold two
+more descriptors per partition than it needs (Kafka opens its index files lazily for the same
+reason). Appended entries live in memory first and reach the file at the next ``sync`` (the
+segment's fsync: a flush, a roll, a close), which opens the file, writes the entries not yet
+written, fsyncs and closes it. That is enough for recovery: a log trusts the index files only
+below its recovery point, and the recovery point moves only after a ``sync``; a shorter index is
+still a valid sparse index, so a crash between appends and a ``sync`` loses nothing.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
+from abc import ABC, abstractmethod
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
@@ -28,44 +38,83 @@ class IndexCorruptError(ValueError):
     """An index file that does not match the rules above; the segment is rebuilt from the log."""
 
 
-class _IndexFile:
-    """Holds the optional fd used to append; only the active segment keeps it open."""
+class _IndexFile(ABC):
+    """The file behind an index: entries ``[0, _written)`` are in it; ``sync`` writes the rest.
+
+    ``_lock`` guards the in-memory entries against ``sync`` running on a flushing thread.
+    """
 
     entry_bytes: int
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.fd: int | None = None
+        self._written = 0
+        self._dirty = False  # the file changed since its last fsync
+        self._longer = False  # the file may hold entries past ``_written`` that memory dropped
+        self._lock = threading.Lock()
 
-    def open_for_append(self) -> None:
-        if self.fd is None:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    @abstractmethod
+    def __len__(self) -> int: ...
 
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+    @abstractmethod
+    def _encode(self, start: int) -> bytes:
+        """The file bytes of entries ``[start, len)``."""
 
-    def _write_entry(self, index: int, data: bytes) -> None:
-        if self.fd is not None:
-            pwrite_all(self.fd, data, index * self.entry_bytes)
+    def _open(self) -> int:
+        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def create_empty(self) -> None:
+        """A new segment's index: an empty file (a stale one of the same name is cut to nothing)."""
+        with self._lock:
+            fd = self._open()
+            try:
+                os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
+            self._written, self._dirty, self._longer = 0, True, False
+
+    def sync(self) -> None:
+        """Write the entries appended since the last sync, then fsync the file."""
+        with self._lock:
+            pending = self._encode(self._written)
+            if not pending and not self._dirty and not self._longer:
+                return
+            fd = self._open()
+            try:
+                if pending:
+                    pwrite_all(fd, pending, self._written * self.entry_bytes)
+                if self._longer:
+                    os.ftruncate(fd, len(self) * self.entry_bytes)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._written, self._dirty, self._longer = len(self), False, False
+
+    def _forget(self) -> None:
+        """Memory dropped every entry; the file keeps its old ones until the next rewrite or sync."""
+        self._written, self._longer = 0, True
+
+    def _loaded(self) -> None:
+        self._written, self._dirty, self._longer = len(self), False, False
 
     def _rewrite(self, data: bytes) -> None:
-        fd = self.fd if self.fd is not None else os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open()
         try:
             pwrite_all(fd, data, 0)
             os.ftruncate(fd, len(data))
         finally:
-            if fd != self.fd:
-                os.close(fd)
+            os.close(fd)
+        self._written, self._dirty, self._longer = len(data) // self.entry_bytes, True, False
 
     def _truncate_file(self, entries: int) -> None:
-        fd = self.fd if self.fd is not None else os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if entries >= self._written:
+            return  # the dropped entries never reached the file
+        fd = self._open()
         try:
             os.ftruncate(fd, entries * self.entry_bytes)
         finally:
-            if fd != self.fd:
-                os.close(fd)
+            os.close(fd)
+        self._written, self._dirty = entries, True
 
 
 class OffsetIndex(_IndexFile):
@@ -80,10 +129,14 @@ class OffsetIndex(_IndexFile):
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def _encode(self, start: int) -> bytes:
+        return b"".join(_OFFSET_ENTRY.pack(o - self.base_offset, p)
+                        for o, p in zip(self.offsets[start:], self.positions[start:], strict=True))
+
     def append(self, offset: int, position: int) -> None:
-        self._write_entry(len(self.offsets), _OFFSET_ENTRY.pack(offset - self.base_offset, position))
-        self.offsets.append(offset)
-        self.positions.append(position)
+        with self._lock:
+            self.offsets.append(offset)
+            self.positions.append(position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The entry with the largest offset <= ``offset``, else the segment start."""
@@ -104,20 +157,20 @@ class OffsetIndex(_IndexFile):
         """Drop entries pointing at ``position`` or later (the log is being cut there)."""
         keep = bisect_left(self.positions, position)
         if keep < len(self.positions):
-            del self.offsets[keep:]
-            del self.positions[keep:]
-            self._truncate_file(keep)
+            with self._lock:
+                del self.offsets[keep:]
+                del self.positions[keep:]
+                self._truncate_file(keep)
 
     def clear(self) -> None:
-        self.offsets = array("q")
-        self.positions = array("q")
+        with self._lock:
+            self.offsets = array("q")
+            self.positions = array("q")
+            self._forget()
 
     def write_all(self) -> None:
-        data = b"".join(
-            _OFFSET_ENTRY.pack(o - self.base_offset, p)
-            for o, p in zip(self.offsets, self.positions, strict=True)
-        )
-        self._rewrite(data)
+        with self._lock:
+            self._rewrite(self._encode(0))
 
     def load(self, log_size: int) -> None:
         """Read the file; raise IndexCorruptError (or OSError if missing) when it cannot be trusted."""
@@ -133,7 +186,9 @@ class OffsetIndex(_IndexFile):
             offsets.append(self.base_offset + rel)
             positions.append(pos)
             last_rel, last_pos = rel, pos
-        self.offsets, self.positions = offsets, positions
+        with self._lock:
+            self.offsets, self.positions = offsets, positions
+            self._loaded()
 
 
 class TimeIndex(_IndexFile):
@@ -148,13 +203,17 @@ class TimeIndex(_IndexFile):
     def __len__(self) -> int:
         return len(self.timestamps)
 
+    def _encode(self, start: int) -> bytes:
+        return b"".join(_TIME_ENTRY.pack(t, o - self.base_offset)
+                        for t, o in zip(self.timestamps[start:], self.offsets[start:], strict=True))
+
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Append (max timestamp so far, offset of the batch holding it) when the maximum grew."""
         if timestamp < 0 or (self.timestamps and timestamp <= self.timestamps[-1]):
             return
-        self._write_entry(len(self.timestamps), _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
-        self.timestamps.append(timestamp)
-        self.offsets.append(offset)
+        with self._lock:
+            self.timestamps.append(timestamp)
+            self.offsets.append(offset)
 
     def last_entry(self) -> tuple[int, int] | None:
         return (self.timestamps[-1], self.offsets[-1]) if self.timestamps else None
@@ -165,15 +224,14 @@ class TimeIndex(_IndexFile):
         return self.offsets[i] if i >= 0 else None
 
     def clear(self) -> None:
-        self.timestamps = array("q")
-        self.offsets = array("q")
+        with self._lock:
+            self.timestamps = array("q")
+            self.offsets = array("q")
+            self._forget()
 
     def write_all(self) -> None:
-        data = b"".join(
-            _TIME_ENTRY.pack(t, o - self.base_offset)
-            for t, o in zip(self.timestamps, self.offsets, strict=True)
-        )
-        self._rewrite(data)
+        with self._lock:
+            self._rewrite(self._encode(0))
 
     def load(self, next_offset_bound: int | None = None) -> None:
         data = self.path.read_bytes()
@@ -189,4 +247,6 @@ class TimeIndex(_IndexFile):
             timestamps.append(ts)
             offsets.append(offset)
             last_ts = ts
-        self.timestamps, self.offsets = timestamps, offsets
+        with self._lock:
+            self.timestamps, self.offsets = timestamps, offsets
+            self._loaded()

@@ -9,8 +9,12 @@ Rules:
 - A segment leaving the log (retention, truncation) is renamed ``*.deleted`` and its fds are closed and
   its files unlinked only ``file.delete.delay.ms`` later, so a ``FileSlice`` handed to the server stays
   valid while it is being sent.
+- Open files: only the active segment's ``.log`` stays open. Index files are written at each
+  sync and closed; an older segment's ``.log`` is opened by a read and closed by
+  ``release_idle_files`` once nobody read it for ``max(file.delete.delay.ms, IDLE_FILE_MS)``.
 - All methods run on one thread, except ``flush`` which may run on another: it touches only duplicated
-  fds, taken under ``_lock``, and every change to the segment list or to an fd happens under that lock.
+  fds, taken under ``_lock``, and index files under ``_lock`` plus each index's own lock; every change
+  to the segment list and every close of an fd happens under ``_lock``.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 TMP_SUFFIX = ".tmp"
+IDLE_FILE_MS = 60_000
+"""A segment behind the active one keeps its ``.log`` descriptor at least this long after a read."""
 
 
 @dataclass(frozen=True)
@@ -226,7 +232,6 @@ class PartitionLog:
             fsync_dir(self.directory)
         self._bases = [s.base_offset for s in self._segments]
         active = self._active
-        active.activate()
         if active.size_bytes:
             first = active.read_header(0)
             active.rolling_base_ms = first.max_timestamp if first.max_timestamp >= 0 else self._clock_ms()
@@ -238,6 +243,8 @@ class PartitionLog:
         self._rebuild_producer_state(leo)
         self._recovery_point = leo
         self.high_watermark = high_watermark
+        for seg in self._segments[:-1]:
+            seg.release_fd()  # checked (or recovered and fsynced); reopened by the first read
 
     def _recover_segment(self, seg: LogSegment) -> int:
         def on_batch(header: BatchHeader) -> None:
@@ -412,9 +419,8 @@ class PartitionLog:
         self._write_snapshot(new_base)
         new = LogSegment.create(self.directory, new_base)
         fsync_dir(self.directory)
+        old.last_read_ms = now_ms  # consumers close behind the end read it next; keep it open a while
         with self._lock:
-            old.offset_index.close()
-            old.time_index.close()
             self._segments.append(new)
             self._bases.append(new_base)
             self._recovery_point = max(self._recovery_point, new_base)
@@ -437,6 +443,10 @@ class PartitionLog:
             return _EMPTY_READ
         segments = self._segments
         i = bisect_right(self._bases, fetch_offset) - 1
+        if i < len(segments) - 1:
+            now_ms = self._clock_ms()  # an older segment is read: its descriptor must outlive the slices
+            for seg in segments[i:-1]:
+                seg.last_read_ms = now_ms
         offset = fetch_offset
         slices: list[FileSlice] = []
         total = 0
@@ -542,9 +552,6 @@ class PartitionLog:
         with self._lock:
             self._segments = [s for s in self._segments if id(s) not in ids]
             self._bases = [s.base_offset for s in self._segments]
-            for seg in doomed:
-                seg.offset_index.close()
-                seg.time_index.close()
         for seg in doomed:
             seg.rename_deleted()
             self._pending_deletes.append((due, seg))
@@ -561,7 +568,6 @@ class PartitionLog:
         with _storage_errors(f"truncating {self.directory}"):
             self._retire([s for s in self._segments if s.base_offset > offset])
             active = self._active
-            active.activate()
             active.truncate_to(offset, self.config.index_interval_bytes)
             if active.size_bytes == 0:
                 active.rolling_base_ms = None
@@ -579,8 +585,6 @@ class PartitionLog:
         with _storage_errors(f"truncating {self.directory}"):
             old = list(self._segments)
             for seg in old:
-                seg.offset_index.close()
-                seg.time_index.close()
                 seg.rename_deleted()
             new = LogSegment.create(self.directory, offset)
             due = self._clock_ms() + self.config.file_delete_delay_ms
@@ -694,11 +698,31 @@ class PartitionLog:
             with _storage_errors(f"flushing {self.directory}"):
                 for fd in fds:
                     os.fsync(fd)
+                with self._lock:
+                    # Under the lock: a segment retired meanwhile has renamed files and no longer counts.
+                    for seg in self._segments[i:]:
+                        seg.sync_indexes()
         finally:
             for fd in fds:
                 os.close(fd)
         with self._lock:
             self._recovery_point = max(self._recovery_point, target)
+
+    def release_idle_files(self, now_ms: int) -> int:
+        """Close the ``.log`` descriptors of segments behind the active one that nobody read lately.
+
+        A ``FileSlice`` handed out by ``read`` uses the descriptor after ``read`` returns, so one is
+        closed only ``max(file.delete.delay.ms, IDLE_FILE_MS)`` after its last read, the same grace
+        a deleted segment gets. The next read opens it again. Returns how many were closed.
+        """
+        idle_ms = max(self.config.file_delete_delay_ms, IDLE_FILE_MS)
+        closed = 0
+        with self._lock:
+            for seg in self._segments[:-1]:
+                if seg.has_fd and now_ms - seg.last_read_ms >= idle_ms:
+                    seg.release_fd()
+                    closed += 1
+        return closed
 
     def close(self) -> None:
         if self._closed:

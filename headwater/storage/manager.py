@@ -33,7 +33,7 @@ from headwater.storage.checkpoint import (
     write_offsets,
 )
 from headwater.storage.config import LogConfig
-from headwater.storage.files import fsync_dir
+from headwater.storage.files import fsync_dir, raise_open_file_limit
 from headwater.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ class LogManager:
 
     def load(self) -> None:
         """Open every partition directory in every log dir, recovering those not shut down cleanly."""
+        soft, hard = raise_open_file_limit()
+        log.info("open-file limit: %d (hard %d)", soft, hard)
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             marker = log_dir / CLEAN_SHUTDOWN_MARKER
@@ -206,6 +208,7 @@ class LogManager:
                 if enforce_retention:
                     plog.enforce_retention(now_ms)
                 plog.delete_expired_files(now_ms)
+                plog.release_idle_files(now_ms)
             except (KafkaError, OSError):
                 # One failing partition must not stop retention for the others; it is retried next tick.
                 log.exception("retention failed for %s-%d", plog.topic, plog.partition)

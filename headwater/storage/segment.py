@@ -7,6 +7,11 @@ base offset is the entry's offset.
 
 The read path never reads record bytes: it bisects the in-memory offset index and then hops batch
 to batch with small ``os.pread`` calls of the batch header.
+
+File descriptors: the index files hold none (see ``index.py``), and the ``.log`` file is opened on
+first use (``fd``). The log closes the descriptor of a segment that is no longer appended to once
+nothing has read it for a while (``release_fd``), so a broker holds about one descriptor per
+partition, not one per segment plus two per index.
 """
 
 from __future__ import annotations
@@ -51,10 +56,11 @@ def offset_file_name(offset: int, suffix: str) -> str:
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, fd: int, size_bytes: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, fd: int | None, size_bytes: int) -> None:
         self.directory = directory
         self.base_offset = base_offset
-        self.fd = fd
+        self._fd = fd
+        self.last_read_ms = 0  # the log's clock when a read last handed out this file; see release_fd
         self.size_bytes = size_bytes
         self.log_path = directory / offset_file_name(base_offset, LOG_SUFFIX)
         self.offset_index = OffsetIndex(directory / offset_file_name(base_offset, INDEX_SUFFIX), base_offset)
@@ -74,10 +80,8 @@ class LogSegment:
         path = directory / offset_file_name(base_offset, LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         seg = cls(directory, base_offset, fd, 0)
-        for index in (seg.offset_index, seg.time_index):
-            index.open_for_append()
-            assert index.fd is not None
-            os.ftruncate(index.fd, 0)
+        seg.offset_index.create_empty()
+        seg.time_index.create_empty()
         return seg
 
     @classmethod
@@ -86,17 +90,25 @@ class LogSegment:
         fd = os.open(path, os.O_RDWR)
         return cls(directory, base_offset, fd, os.fstat(fd).st_size)
 
-    def activate(self) -> None:
-        """Open the index files for appending (only the active segment keeps them open)."""
-        self.offset_index.open_for_append()
-        self.time_index.open_for_append()
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file's descriptor, opened now if it was released (or never opened)."""
+        if self._fd is None:
+            if self.closed:
+                raise OSError(f"{self.log_path}: segment is closed")
+            self._fd = os.open(self.log_path, os.O_RDWR)
+        return self._fd
 
-    def deactivate(self) -> None:
-        """Called on roll: record the final maximum timestamp, make everything durable, drop index fds."""
-        self.finalize_time_index()
-        self.fsync()
-        self.offset_index.close()
-        self.time_index.close()
+    @property
+    def has_fd(self) -> bool:
+        return self._fd is not None
+
+    def release_fd(self) -> None:
+        """Close the ``.log`` descriptor until the next use. Only for a segment that is no longer
+        appended to and was fsynced; the caller makes sure no reader still holds it (``last_read_ms``)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def finalize_time_index(self) -> None:
         # The time index is sparse; its last entry must still hold the true maximum so a restart
@@ -105,21 +117,25 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp_ms, self.max_timestamp_offset)
 
     def fsync(self) -> None:
-        os.fsync(self.fd)
-        for index in (self.offset_index, self.time_index):
-            if index.fd is not None:
-                os.fsync(index.fd)
+        if self._fd is not None:  # a released descriptor was fsynced before it was closed
+            os.fsync(self._fd)
+        self.sync_indexes()
+
+    def sync_indexes(self) -> None:
+        self.offset_index.sync()
+        self.time_index.sync()
 
     def fds_to_sync(self) -> list[int]:
-        return [self.fd] + [i.fd for i in (self.offset_index, self.time_index) if i.fd is not None]
+        """The open ``.log`` descriptor, if any (the indexes sync through ``sync_indexes``)."""
+        return [self._fd] if self._fd is not None else []
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        self.offset_index.close()
-        self.time_index.close()
-        os.close(self.fd)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def paths(self) -> list[Path]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
