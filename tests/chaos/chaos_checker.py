@@ -1,0 +1,261 @@
+"""The checker: what a chaos run recorded, and the final state, against headwater's promises.
+
+Pure data in, a ``Verdict`` out; no I/O, so ``test_chaos_checker.py`` can feed it broken histories.
+
+History (recorded while the nemesis ran): every message the producer sent (a sequence number, the
+partition it was sent to), every acknowledgement (partition, offset), every error, the
+reassignments the workload asked for, and every (partition, leader epoch, leader) seen in ZooKeeper.
+
+Final state (after healing, with full ISRs): what a consumer reads from each partition up to the high
+watermark, and every replica's batch headers read from its segment files after the brokers stopped.
+
+Checks:
+* lost: every acknowledged (partition, offset) holds the acknowledged message;
+* duplicate: no message is in the topic twice (the producer is idempotent), none acknowledged twice;
+* order: in each partition, messages appear in the order they were sent;
+* replicas: every replica of the final assignment holds the same batches (offsets, leader epoch, CRC)
+  below the high watermark;
+* epochs: no two different batches overlap with the same partition leader epoch on any replicas (two
+  leaders accepting writes in one epoch), epochs never go back within a replica's log, and ZooKeeper
+  never named two leaders for one leader epoch;
+* reassignments: each ended at its target or, after a cancel, at its original set, with nothing left
+  adding or removing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+MAX_LISTED = 8  # per kind of violation: enough to see the pattern, short enough to read
+
+
+@dataclass(frozen=True)
+class Ack:
+    partition: int
+    offset: int
+    seq: int
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """The workload's last request for a partition, and the replica sets it may legitimately end at.
+
+    A request whose answer was lost (timeout, connection cut) may or may not have been applied, so the
+    workload lists every set the partition may end at.
+    """
+
+    partition: int
+    request: str  # "start", "replace" or "cancel"
+    acceptable: tuple[tuple[int, ...], ...]
+
+
+@dataclass
+class History:
+    seed: int
+    nemesis: str
+    partitions: int
+    sent: dict[int, int] = field(default_factory=dict)  # seq -> partition it was sent to
+    acks: list[Ack] = field(default_factory=list)
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (seq, error)
+    reassignments: dict[int, Reassignment] = field(default_factory=dict)  # partition -> last request
+    leaders_seen: set[tuple[int, int, int]] = field(default_factory=set)  # (partition, leader epoch, leader)
+    events: list[str] = field(default_factory=list)  # what the nemesis did, for the verdict
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    crc: int
+
+
+@dataclass
+class ReplicaLog:
+    broker: int
+    high_watermark: int
+    batches: list[BatchInfo]
+
+
+@dataclass
+class FinalState:
+    consumed: dict[int, list[tuple[int, int]]]  # partition -> [(offset, seq)] in offset order
+    high_watermark: dict[int, int]  # partition -> the leader's high watermark at the end
+    assignment: dict[int, tuple[int, ...]]  # partition -> final replicas
+    replicas: dict[int, dict[int, ReplicaLog]]  # partition -> broker -> its log
+    ongoing: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # p -> (adding, removing)
+
+
+@dataclass
+class Verdict:
+    seed: int
+    nemesis: str
+    violations: dict[str, list[str]]
+    stats: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.violations.values())
+
+    def __str__(self) -> str:
+        s = self.stats
+        head = (f"chaos nemesis={self.nemesis} seed={self.seed}: "
+                f"{s['sent']} sent, {s['acked']} acknowledged, {s['errors']} failed, "
+                f"{s['consumed']} read back, {s['batches_compared']} batches compared over {s['replicas']} replicas")
+        if self.ok:
+            return f"{head}\n  OK: no violation"
+        lines = [head, f"  VIOLATIONS ({sum(len(v) for v in self.violations.values())}):"]
+        for kind, items in self.violations.items():
+            for item in items[:MAX_LISTED]:
+                lines.append(f"  - {kind}: {item}")
+            if len(items) > MAX_LISTED:
+                lines.append(f"  - {kind}: ... and {len(items) - MAX_LISTED} more")
+        lines.append(f"  reproduce: CHAOS_SEED={self.seed} CHAOS_NEMESES={self.nemesis} make chaos")
+        return "\n".join(lines)
+
+
+def check(history: History, final: FinalState) -> Verdict:
+    v: dict[str, list[str]] = defaultdict(list)
+    where_of: dict[int, list[tuple[int, int]]] = defaultdict(list)  # seq -> [(partition, offset)] in the topic
+    at: dict[tuple[int, int], int] = {}  # (partition, offset) -> seq
+    for p, records in final.consumed.items():
+        for offset, seq in records:
+            where_of[seq].append((p, offset))
+            at[(p, offset)] = seq
+
+    # lost: an acknowledged record must be exactly where the acknowledgement said.
+    acked_where: dict[int, tuple[int, int]] = {}
+    for a in history.acks:
+        if a.seq in acked_where and acked_where[a.seq] != (a.partition, a.offset):
+            v["duplicate"].append(f"message {a.seq} acknowledged twice, at {_po(*acked_where[a.seq])} and {_po(a.partition, a.offset)}")
+        acked_where[a.seq] = (a.partition, a.offset)
+        found = at.get((a.partition, a.offset))
+        if found is None:
+            hw = final.high_watermark.get(a.partition, 0)
+            v["lost"].append(f"message {a.seq} acknowledged at {_po(a.partition, a.offset)} is gone "
+                             f"(partition high watermark {hw})")
+        elif found != a.seq:
+            v["lost"].append(f"message {a.seq} acknowledged at {_po(a.partition, a.offset)}, "
+                             f"but that offset holds message {found}")
+
+    # duplicate: idempotence means each message is in the topic at most once.
+    for seq, places in sorted(where_of.items()):
+        if len(places) > 1:
+            v["duplicate"].append(f"message {seq} is in the topic {len(places)} times: "
+                                  + ", ".join(_po(p, o) for p, o in places))
+
+    # order: per partition, sequence numbers go up with offsets (the producer sends them in order).
+    for p, records in sorted(final.consumed.items()):
+        last_seq, last_offset = -1, -1
+        for offset, seq in records:
+            sent_to = history.sent.get(seq)
+            if sent_to is None:
+                v["order"].append(f"{_po(p, offset)} holds message {seq}, which was never sent")
+                continue
+            if sent_to != p:
+                v["order"].append(f"message {seq} was sent to partition {sent_to} but is at {_po(p, offset)}")
+            if seq < last_seq:
+                v["order"].append(f"partition {p}: message {seq} at offset {offset} after message {last_seq} "
+                                  f"at offset {last_offset}")
+            last_seq, last_offset = max(last_seq, seq), offset
+
+    _check_replicas(final, v)
+    _check_epochs(history, final, v)
+    _check_reassignments(history, final, v)
+
+    replicas = sum(len(r) for r in final.replicas.values())
+    compared = sum(len(log.batches) for logs in final.replicas.values() for log in logs.values())
+    stats = dict(sent=len(history.sent), acked=len(history.acks), errors=len(history.errors),
+                 consumed=sum(len(r) for r in final.consumed.values()), replicas=replicas, batches_compared=compared)
+    return Verdict(history.seed, history.nemesis, {k: list(x) for k, x in v.items() if x}, stats)
+
+
+def _po(partition: int, offset: int) -> str:
+    return f"{partition}@{offset}"
+
+
+def _check_replicas(final: FinalState, v: dict[str, list[str]]) -> None:
+    """Every replica of the final assignment holds the same batches below the high watermark."""
+    for p, replicas in sorted(final.assignment.items()):
+        hw = final.high_watermark.get(p, 0)
+        logs = final.replicas.get(p, {})
+        below: dict[int, list[BatchInfo]] = {}
+        for broker in replicas:
+            log = logs.get(broker)
+            if log is None:
+                if hw > 0:
+                    v["replicas"].append(f"partition {p}: replica on broker {broker} has no log, high watermark {hw}")
+                continue
+            below[broker] = [b for b in log.batches if b.base_offset < hw]
+            end = below[broker][-1].last_offset + 1 if below[broker] else 0
+            if end < hw:
+                v["replicas"].append(f"partition {p}: replica on broker {broker} ends at offset {end}, "
+                                     f"below the high watermark {hw}")
+        if not below:
+            continue
+        ref_broker = min(below)
+        ref = below[ref_broker]
+        for broker, batches in sorted(below.items()):
+            if broker == ref_broker or batches == ref:
+                continue
+            diff = _first_difference(ref, batches)
+            v["replicas"].append(f"partition {p}: brokers {ref_broker} and {broker} differ below the high watermark "
+                                 f"{hw}: {diff}")
+
+
+def _first_difference(a: list[BatchInfo], b: list[BatchInfo]) -> str:
+    def show(x: BatchInfo | None) -> str:
+        if x is None:
+            return "nothing"
+        return f"offsets {x.base_offset}-{x.last_offset} epoch {x.leader_epoch} crc {x.crc:08x}"
+
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else None
+        y = b[i] if i < len(b) else None
+        if x != y:
+            return f"batch {i}: {show(x)} vs {show(y)}"
+    return "same batches"
+
+
+def _check_epochs(history: History, final: FinalState, v: dict[str, list[str]]) -> None:
+    for p, logs in sorted(final.replicas.items()):
+        by_epoch: dict[int, set[BatchInfo]] = defaultdict(set)
+        for broker, log in sorted(logs.items()):
+            prev = -1
+            for b in log.batches:
+                by_epoch[b.leader_epoch].add(b)
+                if b.leader_epoch < prev:
+                    v["epochs"].append(f"partition {p}: broker {broker}'s log goes back from leader epoch {prev} "
+                                       f"to {b.leader_epoch} at offset {b.base_offset}")
+                prev = max(prev, b.leader_epoch)
+        # One leader per epoch appends one sequence of batches: the batches of one epoch, over all
+        # replicas, never overlap unless they are the same batch.
+        for epoch, batches in sorted(by_epoch.items()):
+            ordered = sorted(batches, key=lambda b: (b.base_offset, b.last_offset, b.crc))
+            for x, y in itertools.pairwise(ordered):
+                if y.base_offset <= x.last_offset:
+                    v["epochs"].append(f"partition {p}: two different batches in leader epoch {epoch}: offsets "
+                                       f"{x.base_offset}-{x.last_offset} crc {x.crc:08x} and "
+                                       f"{y.base_offset}-{y.last_offset} crc {y.crc:08x} (two leaders in one epoch)")
+    leader_of: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for p, epoch, leader in history.leaders_seen:
+        if leader >= 0:
+            leader_of[(p, epoch)].add(leader)
+    for (p, epoch), leaders in sorted(leader_of.items()):
+        if len(leaders) > 1:
+            v["epochs"].append(f"partition {p}: ZooKeeper named leaders {sorted(leaders)} for leader epoch {epoch}")
+
+
+def _check_reassignments(history: History, final: FinalState, v: dict[str, list[str]]) -> None:
+    for p, r in sorted(history.reassignments.items()):
+        got = final.assignment.get(p)
+        ok_sets = {frozenset(s) for s in r.acceptable}
+        if got is None or frozenset(got) not in ok_sets:
+            v["reassignment"].append(f"partition {p}: after {r.request}, replicas are {list(got or ())}, expected one of "
+                                     + " or ".join(str(list(s)) for s in r.acceptable))
+    for p, (adding, removing) in sorted(final.ongoing.items()):
+        if adding or removing:
+            v["reassignment"].append(f"partition {p}: still reassigning at the end (adding {list(adding)}, "
+                                     f"removing {list(removing)})")

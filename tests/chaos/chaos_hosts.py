@@ -1,0 +1,311 @@
+"""Test hosts: ZooKeeper and each broker in a network namespace of its own, on one bridge.
+
+Layout of one sandbox (owner = the PID of the test process that built it)::
+
+    root namespace          bridge hwc<owner>br, 10.77.<net>.1/24   clients (producer, consumer, admin) live here
+    hwchaos-<owner>-zk      veth hwc<owner>zk <-> eth0, 10.77.<net>.2    ZooKeeper
+    hwchaos-<owner>-b<id>   veth hwc<owner>b<id> <-> eth0, 10.77.<net>.<10+id>   broker <id>
+
+Faults are nftables rules in the namespaces (one table, ``inet hwchaos``, rewritten whole on every
+change, so ``heal`` is one atomic flush). ``tc netem`` is not available on this kernel, so there is
+no added delay; a paused process (SIGSTOP) stands in for a slow one.
+
+Everything carries the ``hwchaos-`` / ``hwc`` prefix and the owner's PID: ``sweep_leftovers`` removes
+what an earlier run left behind when it died (its owner PID is gone), and never touches the namespaces
+of a run that is still alive (``make chaos`` and ``make test`` may run side by side).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cluster_support import DEFAULT_PROPS, LocalCluster
+
+from headwater.admin.local import (
+    READY_TIMEOUT_S,
+    ZOOKEEPER_CONF_DIR,
+    ZOOKEEPER_JAR,
+    BrokerProcess,
+    ZooKeeperProcess,
+    wait_for_port,
+    zookeeper_ok,
+)
+
+NS_PREFIX = "hwchaos-"
+IF_PREFIX = "hwc"
+NFT_TABLE = "hwchaos"
+BROKER_PORT = 9092  # every host has its own address, so the ports can be fixed
+ZK_PORT = 2181
+ZK_NODE = "zk"
+
+_NS_NAME = re.compile(rf"^{NS_PREFIX}(?P<owner>\d+)-(?P<node>\w+)$")
+_BRIDGE_NAME = re.compile(rf"^{IF_PREFIX}(?P<owner>\d+)br$")
+
+
+def run(*args: str, input_text: str | None = None, check: bool = True) -> str:
+    proc = subprocess.run(list(args), input=input_text, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_namespace_processes(ns: str) -> None:
+    """SIGKILL every process still inside ``ns`` (a broker or ZooKeeper of a run that crashed)."""
+    for line in run("ip", "netns", "pids", ns, check=False).split():
+        with contextlib.suppress(ValueError, ProcessLookupError):
+            pid = int(line)
+            os.kill(pid, signal.SIGCONT)  # a paused process would otherwise keep the namespace alive
+            os.kill(pid, signal.SIGKILL)
+
+
+def sweep_leftovers() -> list[str]:
+    """Remove namespaces and bridges whose owner PID is dead. Returns what was removed."""
+    removed = []
+    for line in run("ip", "netns", "list", check=False).splitlines():
+        name = line.split()[0] if line.strip() else ""
+        m = _NS_NAME.match(name)
+        if m and not _pid_alive(int(m["owner"])):
+            _kill_namespace_processes(name)
+            run("ip", "netns", "delete", name, check=False)
+            removed.append(name)
+    for line in run("ip", "-o", "link", "show", "type", "bridge", check=False).splitlines():
+        parts = line.split(":")
+        name = parts[1].strip() if len(parts) > 1 else ""
+        m = _BRIDGE_NAME.match(name)
+        if m and not _pid_alive(int(m["owner"])):
+            run("ip", "link", "delete", name, check=False)
+            removed.append(name)
+    return removed
+
+
+def _free_subnet() -> int:
+    """A third octet of 10.77.x.0/24 that no interface of this machine uses yet."""
+    used = set(re.findall(r"inet 10\.77\.(\d+)\.", run("ip", "-o", "-4", "addr", "show", check=False)))
+    for octet in range(1, 255):
+        if str(octet) not in used:
+            return octet
+    raise RuntimeError("every 10.77.x.0/24 subnet is in use")
+
+
+@dataclass
+class Sandbox:
+    """A bridge, one namespace per node, and the nftables rules that make up the current faults."""
+
+    owner: int = field(default_factory=os.getpid)
+    net: int = 0
+    nodes: dict[str, str] = field(default_factory=dict)  # node name -> address
+    blocked: set[tuple[str, str]] = field(default_factory=set)  # (src, dst): packets src -> dst dropped
+    loss_percent: dict[str, int] = field(default_factory=dict)
+    created: bool = False
+
+    @property
+    def bridge(self) -> str:
+        return f"{IF_PREFIX}{self.owner}br"
+
+    @property
+    def gateway(self) -> str:
+        return f"10.77.{self.net}.1"
+
+    def ns(self, node: str) -> str:
+        return f"{NS_PREFIX}{self.owner}-{node}"
+
+    def create(self) -> Sandbox:
+        sweep_leftovers()
+        self.net = _free_subnet()
+        run("ip", "link", "add", self.bridge, "type", "bridge")
+        self.created = True
+        run("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        run("ip", "link", "set", self.bridge, "up")
+        return self
+
+    def add_node(self, node: str, host_octet: int) -> str:
+        """A namespace on the bridge with address 10.77.<net>.<host_octet>; returns the address."""
+        ns, veth = self.ns(node), f"{IF_PREFIX}{self.owner}{node}"
+        address = f"10.77.{self.net}.{host_octet}"
+        self.nodes[node] = address
+        run("ip", "netns", "add", ns)
+        run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        run("ip", "link", "set", veth, "master", self.bridge, "up")
+        run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+        run("ip", "-n", ns, "link", "set", "eth0", "up")
+        run("ip", "-n", ns, "link", "set", "lo", "up")  # a broker connects to its own address too
+        self._apply(node)
+        return address
+
+    def destroy(self) -> None:
+        for node in list(self.nodes):
+            ns = self.ns(node)
+            _kill_namespace_processes(ns)
+            run("ip", "netns", "delete", ns, check=False)
+        self.nodes.clear()
+        if self.created:
+            run("ip", "link", "delete", self.bridge, check=False)
+            self.created = False
+
+    # --- faults -------------------------------------------------------------------------------
+
+    def _ruleset(self, node: str) -> str:
+        addr = self.nodes
+        inp = [f"ip saddr {addr[src]} drop" for src, dst in sorted(self.blocked) if dst == node]
+        out = [f"ip daddr {addr[dst]} drop" for src, dst in sorted(self.blocked) if src == node]
+        pct = self.loss_percent.get(node, 0)
+        if pct:
+            # Each packet is dropped with probability pct/100, both ways, whoever the peer is.
+            inp.append(f"numgen random mod 100 < {pct} drop")
+            out.append(f"numgen random mod 100 < {pct} drop")
+
+        def chain(name: str, hook: str, rules: list[str]) -> str:
+            body = "".join(f"    {r}\n" for r in rules)
+            return f"  chain {name} {{\n    type filter hook {hook} priority 0; policy accept;\n{body}  }}\n"
+
+        # Declaring the table first makes the delete valid on the first run; the whole file is one
+        # transaction, so a fault appears or heals at once.
+        return (f"table inet {NFT_TABLE}\ndelete table inet {NFT_TABLE}\n"
+                f"table inet {NFT_TABLE} {{\n{chain('input', 'input', inp)}{chain('output', 'output', out)}}}\n")
+
+    def _apply(self, node: str) -> None:
+        run("ip", "netns", "exec", self.ns(node), "nft", "-f", "-", input_text=self._ruleset(node))
+
+    def _apply_all(self, nodes: Iterable[str]) -> None:
+        for node in sorted(set(nodes)):
+            self._apply(node)
+
+    def cut(self, src: str, dst: str) -> None:
+        """Drop packets src -> dst only (one-way). Both ends filter, so either namespace suffices."""
+        self.blocked.add((src, dst))
+        self._apply_all([src, dst])
+
+    def isolate(self, node: str, peers: Iterable[str]) -> None:
+        """Drop everything between ``node`` and each of ``peers``, both ways."""
+        peers = list(peers)
+        for p in peers:
+            self.blocked.update({(node, p), (p, node)})
+        self._apply_all([node, *peers])
+
+    def loss(self, node: str, percent: int) -> None:
+        self.loss_percent[node] = percent
+        self._apply(node)
+
+    def heal(self) -> None:
+        touched = {n for pair in self.blocked for n in pair} | set(self.loss_percent)
+        self.blocked.clear()
+        self.loss_percent.clear()
+        self._apply_all(touched & set(self.nodes))
+
+    def rules(self, node: str) -> str:
+        return run("ip", "netns", "exec", self.ns(node), "nft", "list", "table", "inet", NFT_TABLE)
+
+
+def _popen_in(ns: str, argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    # ``ip netns exec`` enters the namespace and exec()s the command, so the PID we get is the
+    # broker's (or the JVM's) own: kill -9 and SIGSTOP reach the real process.
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+@dataclass
+class NamespacedBroker(BrokerProcess):
+    """A ``BrokerProcess`` started inside its namespace; everything else (stop, kill9) is inherited."""
+
+    netns: str = ""
+
+    def start(self, wait: bool = True) -> NamespacedBroker:
+        if not self.config_path.exists():
+            self.write_config()
+        self.proc = _popen_in(self.netns, [sys.executable, "-m", "headwater", "broker", "--config", str(self.config_path)],
+                              self.log_path)
+        self.pid_path.write_text(f"{self.proc.pid}\n")
+        if wait:
+            try:
+                wait_for_port(self.host, self.port, READY_TIMEOUT_S, self.proc)
+            except (RuntimeError, TimeoutError) as exc:
+                raise RuntimeError(f"{exc}\n--- broker log ---\n{self.log_tail()}") from None
+        return self
+
+
+@dataclass
+class NamespacedZooKeeper(ZooKeeperProcess):
+    netns: str = ""
+
+    def start(self, wait: bool = True) -> NamespacedZooKeeper:
+        if not ZOOKEEPER_JAR.exists():
+            raise RuntimeError(f"{ZOOKEEPER_JAR} not found: install Debian's zookeeper package (make installs it)")
+        cfg = self.write_config()
+        self.proc = _popen_in(self.netns, [
+            "java", f"-Xmx{self.heap_mib}m", f"-Dzookeeper.log.dir={self.data_dir}",
+            "-cp", f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
+            "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
+        ], self.data_dir / "zookeeper.log")
+        self.pid_path.write_text(f"{self.proc.pid}\n")
+        if wait:
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while not zookeeper_ok(self.host, self.port):
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"ZooKeeper did not start on {self.connect}; see {self.data_dir / 'zookeeper.log'}")
+                time.sleep(0.05)
+        return self
+
+
+def broker_node(broker_id: int) -> str:
+    return f"b{broker_id}"
+
+
+@dataclass
+class ChaosCluster(LocalCluster):
+    """``LocalCluster`` (same reads, same stop-by-PID) with every process in its own namespace."""
+
+    sandbox: Sandbox = field(default_factory=Sandbox)
+
+    def start(self) -> ChaosCluster:
+        self.sandbox.create()
+        zk_addr = self.sandbox.add_node(ZK_NODE, 2)
+        self.zk = NamespacedZooKeeper(ZK_PORT, self.data_dir, host=zk_addr, netns=self.sandbox.ns(ZK_NODE)).start()
+        props = {**DEFAULT_PROPS, "zookeeper.connect": self.zk.connect, **self.props}
+        for broker_id in range(1, self.size + 1):
+            node = broker_node(broker_id)
+            addr = self.sandbox.add_node(node, 10 + broker_id)
+            self.brokers[broker_id] = NamespacedBroker(broker_id, BROKER_PORT, self.data_dir, props, host=addr,
+                                                       netns=self.sandbox.ns(node))
+        for b in self.brokers.values():
+            b.start()
+        self.wait_registered(set(self.brokers))
+        return self
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            self.sandbox.destroy()
+
+    def log_dir(self, broker_id: int) -> Path:
+        return self.data_dir / f"broker-{broker_id}-logs"
+
+
+def start_chaos_cluster(data_dir: Path, size: int = 3, props: Mapping[str, str] | None = None) -> ChaosCluster:
+    cluster = ChaosCluster(data_dir, size, dict(props or {}))
+    try:
+        return cluster.start()
+    except BaseException:
+        cluster.stop()
+        raise

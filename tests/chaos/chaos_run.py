@@ -1,0 +1,251 @@
+"""One chaos run: a cluster in namespaces, the workloads, a seeded nemesis schedule, then the checker.
+
+The seed fixes the schedule: which nemesis acts on which role (the leader of a chosen partition, a
+chosen broker), for how long, with which gaps, and the reassignment workload's choices. The timing
+of the processes themselves is not under the seed's control, so a rerun repeats the same faults but
+not necessarily the same interleaving.
+
+Nemeses (``NEMESES``), each applied for a few seconds per round, then healed:
+
+* ``leader-followers``: the leader of a partition cannot reach the other brokers; ZooKeeper and
+  clients still reach it;
+* ``leader-zk``: the leader of a partition cannot reach ZooKeeper; brokers and clients still reach it
+  (its session expires and the controller moves leadership while it keeps running);
+* ``one-way``: packets from the leader to the other brokers are dropped (or the reverse); the other
+  direction flows;
+* ``pause``: the leader is stopped with SIGSTOP and resumed with SIGCONT, sometimes for longer than
+  the ZooKeeper session;
+* ``loss``: a random share (10-40 %) of every packet in and out of one broker is dropped;
+* ``kill``: kill -9 of the leader, restarted after a while.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos_checker import FinalState, History, Verdict, check
+from chaos_hosts import ZK_NODE, ChaosCluster, broker_node, start_chaos_cluster
+from chaos_workload import (
+    LeaderWatcher,
+    ProducerWorkload,
+    ReassignmentWorkload,
+    consume_all,
+    read_replica_logs,
+)
+from cluster_support import wait_for
+
+NEMESES = ("leader-followers", "leader-zk", "one-way", "pause", "loss", "kill")
+TOPIC = "chaos"
+SESSION_TIMEOUT_MS = 4000
+CHAOS_PROPS = {
+    # Short timeouts so that a fault of a few seconds moves leadership and shrinks ISRs.
+    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "replica.lag.time.max.ms": "3000",
+    "min.insync.replicas": "2",
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    nemesis: str
+    seed: int
+    rounds: int = 2
+    fault_s: tuple[float, float] = (3.0, 9.0)
+    gap_s: tuple[float, float] = (1.0, 3.0)
+    reassign: bool = False
+    partitions: int = 3
+    rate_per_s: float = 300.0
+
+    @property
+    def brokers(self) -> int:
+        # Reassignments need somewhere to move to: 4 brokers for replication factor 3.
+        return 4 if self.reassign else 3
+
+
+@dataclass
+class Outcome:
+    verdict: Verdict
+    history: History
+    final: FinalState
+    liveness: list[str]
+    fault_windows: list[tuple[int, int, int]]
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok and not self.liveness
+
+    def report(self) -> str:
+        lines = [str(self.verdict)]
+        lines += [f"  - liveness: {x}" for x in self.liveness]
+        lines += [f"  nemesis: {e}" for e in self.history.events if not e.startswith("reassign")]
+        reassigns = [e for e in self.history.events if e.startswith("reassign")]
+        if reassigns:
+            lines.append(f"  reassignment workload: {len(reassigns)} requests, e.g. {reassigns[:3]}")
+        return "\n".join(lines)
+
+
+class Nemesis:
+    def __init__(self, cluster: ChaosCluster, scenario: Scenario, rng: random.Random, history: History) -> None:
+        self.cluster = cluster
+        self.scenario = scenario
+        self.rng = rng
+        self.history = history
+        self.t0 = time.monotonic()
+        self.target_partition = -1
+        # (partition the fault aimed at, its acknowledgements when the fault began, when it healed)
+        self.windows: list[tuple[int, int, int]] = []
+
+    def log(self, what: str) -> None:
+        self.history.events.append(f"{time.monotonic() - self.t0:5.1f} s {what}")
+
+    def leader_of(self, partition: int) -> int:
+        def leader() -> int | None:
+            state = self.cluster.partition_states(TOPIC).get(partition)
+            return int(state["leader"]) if state and int(state["leader"]) >= 0 else None
+
+        return int(wait_for(leader, 30, f"a leader of partition {partition}"))
+
+    def others(self, broker: int) -> list[str]:
+        return [broker_node(b) for b in self.cluster.brokers if b != broker]
+
+    def inject(self) -> Callable[[], None]:
+        """Apply one fault chosen by the seed; return what heals it."""
+        kind, box = self.scenario.nemesis, self.cluster.sandbox
+        partition = self.target_partition = self.rng.randrange(self.scenario.partitions)
+        if kind == "loss":
+            victim = self.rng.choice(sorted(self.cluster.brokers))
+            percent = self.rng.choice([10, 25, 40])
+            box.loss(broker_node(victim), percent)
+            self.log(f"loss {percent}% in and out of broker {victim}")
+            return box.heal
+        leader = self.leader_of(partition)
+        if kind == "leader-followers":
+            box.isolate(broker_node(leader), self.others(leader))
+            self.log(f"isolate broker {leader} (leader of p{partition}) from the other brokers, not from ZooKeeper")
+            return box.heal
+        if kind == "leader-zk":
+            box.isolate(broker_node(leader), [ZK_NODE])
+            self.log(f"isolate broker {leader} (leader of p{partition}) from ZooKeeper only")
+            return box.heal
+        if kind == "one-way":
+            outbound = self.rng.random() < 0.5
+            for other in self.others(leader):
+                src, dst = (broker_node(leader), other) if outbound else (other, broker_node(leader))
+                box.cut(src, dst)
+            self.log(f"drop packets {'from' if outbound else 'to'} broker {leader} (leader of p{partition}) "
+                     f"{'to' if outbound else 'from'} the other brokers, one way")
+            return box.heal
+        if kind == "pause":
+            pid = self.cluster.pid(leader)
+            os.kill(pid, signal.SIGSTOP)
+            self.log(f"SIGSTOP broker {leader} (leader of p{partition}, pid {pid})")
+
+            def resume() -> None:
+                os.kill(pid, signal.SIGCONT)
+
+            return resume
+        if kind == "kill":
+            self.cluster.brokers[leader].kill9()
+            self.log(f"kill -9 broker {leader} (leader of p{partition})")
+
+            def restart() -> None:
+                self.cluster.restart(leader)
+
+            return restart
+        raise ValueError(f"unknown nemesis {kind!r}; known: {', '.join(NEMESES)}")
+
+    def acked_on(self, partition: int) -> int:
+        return sum(1 for a in list(self.history.acks) if a.partition == partition)
+
+    def run(self, producer: ProducerWorkload) -> list[str]:
+        liveness: list[str] = []
+        for round_no in range(self.scenario.rounds):
+            heal = self.inject()
+            began = self.acked_on(self.target_partition)
+            time.sleep(self.rng.uniform(*self.scenario.fault_s))
+            self.windows.append((self.target_partition, began, self.acked_on(self.target_partition)))
+            heal()
+            self.log(f"healed (round {round_no + 1}), {producer.acked} acknowledged so far")
+            before = producer.acked
+            # Writes must flow again once the fault is gone (leadership may have to move first).
+            if not producer.wait_acked(before + 50, timeout_s=60):
+                liveness.append(f"round {round_no + 1}: no acknowledgement within 60 s of healing")
+            time.sleep(self.rng.uniform(*self.scenario.gap_s))
+        return liveness
+
+
+def topic_assignment(cluster: ChaosCluster) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[tuple[int, ...], tuple[int, ...]]]]:
+    found = cluster.zk_json(f"/brokers/topics/{TOPIC}")
+    assert found is not None, f"topic {TOPIC} has no znode"
+    doc = found[0]
+    assignment = {int(p): tuple(r) for p, r in doc["partitions"].items()}
+    adding = {int(p): tuple(r) for p, r in (doc.get("adding_replicas") or {}).items()}
+    removing = {int(p): tuple(r) for p, r in (doc.get("removing_replicas") or {}).items()}
+    ongoing = {p: (adding.get(p, ()), removing.get(p, ())) for p in set(adding) | set(removing)}
+    return assignment, ongoing
+
+
+def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], None] = lambda _: None) -> Outcome:
+    rng = random.Random(f"{scenario.nemesis}/{scenario.seed}")
+    history = History(scenario.seed, scenario.nemesis, scenario.partitions)
+    liveness: list[str] = []
+    cluster = start_chaos_cluster(data_dir, scenario.brokers, CHAOS_PROPS)
+    try:
+        progress(f"cluster up: {cluster.bootstrap}")
+        cluster.create_topic(TOPIC, scenario.partitions, 3)
+        cluster.wait_full_isr([TOPIC], scenario.partitions, timeout_s=30)
+        assert cluster.zk is not None
+        watcher = LeaderWatcher(cluster.zk.connect, TOPIC, scenario.partitions, history).start()
+        bootstrap = cluster.bootstrap
+        producer = ProducerWorkload(bootstrap, TOPIC, history, scenario.rate_per_s).start()
+        reassigner = None
+        nemesis = Nemesis(cluster, scenario, rng, history)
+        try:
+            if not producer.wait_acked(100, timeout_s=30):
+                liveness.append("no acknowledgement within 30 s of the start, before any fault")
+            if scenario.reassign:
+                reassigner = ReassignmentWorkload(bootstrap, TOPIC, sorted(cluster.brokers), history,
+                                                  random.Random(rng.random())).start()
+            liveness += nemesis.run(producer)
+            progress(f"faults done, {producer.acked} acknowledged")
+            if reassigner is not None:
+                reassigner.stop()
+                if not _wait_no_reassignment(cluster, 90):
+                    liveness.append("reassignments still running 90 s after the workload stopped")
+            remaining = producer.finish(timeout_s=60)
+            if remaining:
+                liveness.append(f"{remaining} messages unanswered 60 s after the producer stopped")
+        finally:
+            if reassigner is not None:
+                reassigner.stop()
+            producer.finish(timeout_s=1)
+        try:
+            cluster.wait_full_isr([TOPIC], scenario.partitions, timeout_s=60)
+        except AssertionError as exc:
+            liveness.append(str(exc))
+        consumed, hw = consume_all(cluster.bootstrap, TOPIC, scenario.partitions)
+        assignment, ongoing = topic_assignment(cluster)
+        watcher.stop()
+    finally:
+        cluster.stop()
+    replicas = read_replica_logs({b: cluster.log_dir(b) for b in cluster.brokers}, TOPIC, scenario.partitions)
+    final = FinalState(consumed, hw, assignment, replicas, ongoing)
+    return Outcome(check(history, final), history, final, liveness, nemesis.windows)
+
+
+def _wait_no_reassignment(cluster: ChaosCluster, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if not topic_assignment(cluster)[1]:
+                return True
+        except Exception:  # the znode is read through kazoo; a hiccup is retried
+            pass
+        time.sleep(0.5)
+    return False

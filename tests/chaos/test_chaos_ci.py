@@ -1,0 +1,38 @@
+"""The CI subset of the chaos suite: two nemeses, one fixed seed each, one fault each.
+
+Each test builds a three-broker cluster with every process in its own network namespace, runs an
+idempotent acks=all producer, applies the fault, heals it, and hands the recorded history and the
+replicas' segment files to the checker. Besides a clean verdict, each test asserts that the fault
+really bit, so a harness whose faults do nothing cannot pass. ``make chaos`` runs the randomized
+suite (every nemesis, many seeds, with reassignments).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chaos_run import SESSION_TIMEOUT_MS, Scenario, run_scenario
+
+
+def test_leader_isolated_from_followers_but_not_zookeeper(tmp_path: Path) -> None:
+    outcome = run_scenario(Scenario("leader-followers", seed=1, rounds=1, fault_s=(6.0, 6.0)), tmp_path)
+    print(outcome.report())
+    assert outcome.ok, outcome.report()
+    # The leader still held its ZooKeeper session, so it kept leading, but acks=all could not
+    # complete without its followers: its partition stood still for the whole fault (only answers
+    # already on their way when the fault began can arrive; the producer sends ~100 a second to it).
+    [(partition, began, healed)] = outcome.fault_windows
+    assert healed - began < 60, f"partition {partition} kept acknowledging while its leader was cut off: {outcome.report()}"
+    assert outcome.verdict.stats["acked"] > 500
+
+
+def test_leader_paused_longer_than_its_session(tmp_path: Path) -> None:
+    pause_s = SESSION_TIMEOUT_MS / 1000 + 2
+    outcome = run_scenario(Scenario("pause", seed=1, rounds=1, fault_s=(pause_s, pause_s)), tmp_path)
+    print(outcome.report())
+    assert outcome.ok, outcome.report()
+    # The session expired under the stopped process, so the controller elected another leader: a
+    # new leader epoch with a different leader shows up in ZooKeeper.
+    [(partition, _began, _healed)] = outcome.fault_windows
+    leaders = {leader for p, _epoch, leader in outcome.history.leaders_seen if p == partition}
+    assert len(leaders) >= 2, f"leadership of partition {partition} never moved: {outcome.report()}"
