@@ -3,12 +3,12 @@ SHELL := /bin/bash
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-APT_PACKAGES := zookeeper kcat default-jre-headless
+APT_PACKAGES := zookeeper kcat default-jre-headless iproute2 nftables iptables
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # pytest-xdist is not used: tests start real brokers and bind ports, and 2 cores are already busy.
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit system venv bench clean
+.PHONY: demo test lint typecheck unit system venv bench chaos clean
 
 demo: system venv
 	$(PY) -m headwater demo
@@ -26,10 +26,13 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-# System packages from Debian: the ZooKeeper server, kcat (a real librdkafka client) and a JRE
-# (ZooKeeper and Spark run on it). Installed only when something is missing.
+# System packages from Debian: the ZooKeeper server, kcat (a real librdkafka client), a JRE
+# (ZooKeeper and Spark run on it), and iproute2 + nftables (+ iptables) for the chaos tests' network
+# namespaces and faults. Installed only when something is missing.
 system:
-	@if ! command -v kcat >/dev/null || ! [ -e /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null; then \
+	@export PATH="$$PATH:/usr/sbin:/sbin"; \
+	if ! command -v kcat >/dev/null || ! [ -e /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null \
+	    || ! command -v ip >/dev/null || ! command -v nft >/dev/null || ! command -v iptables >/dev/null; then \
 	  echo "installing $(APT_PACKAGES)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  $(SUDO) apt-get update -q && \
@@ -48,6 +51,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,spark]'
 	touch $(STAMP)
+
+# The randomized fault-injection suite (tests/chaos/README.md), outside CI. Needs root (network
+# namespaces). CHAOS_SEEDS=20 (or 1-20, or 3,7,9), CHAOS_SEED=N for one, CHAOS_NEMESES=pause,kill.
+chaos: system venv
+	$(PY) tests/chaos/chaos_suite.py
 
 bench: system venv
 	$(PY) benchmarks/datapath.py

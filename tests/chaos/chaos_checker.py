@@ -103,7 +103,8 @@ class Verdict:
         s = self.stats
         head = (f"chaos nemesis={self.nemesis} seed={self.seed}: "
                 f"{s['sent']} sent, {s['acked']} acknowledged, {s['errors']} failed, "
-                f"{s['consumed']} read back, {s['batches_compared']} batches compared over {s['replicas']} replicas")
+                f"{s['consumed']} read back, {s['batches_compared']} batches compared over {s['replicas']} replicas, "
+                f"{s['reassignments']} reassigned partitions checked")
         if self.ok:
             return f"{head}\n  OK: no violation"
         lines = [head, f"  VIOLATIONS ({sum(len(v) for v in self.violations.values())}):"]
@@ -168,7 +169,8 @@ def check(history: History, final: FinalState) -> Verdict:
     replicas = sum(len(r) for r in final.replicas.values())
     compared = sum(len(log.batches) for logs in final.replicas.values() for log in logs.values())
     stats = dict(sent=len(history.sent), acked=len(history.acks), errors=len(history.errors),
-                 consumed=sum(len(r) for r in final.consumed.values()), replicas=replicas, batches_compared=compared)
+                 consumed=sum(len(r) for r in final.consumed.values()), replicas=replicas, batches_compared=compared,
+                 reassignments=len(history.reassignments))
     return Verdict(history.seed, history.nemesis, {k: list(x) for k, x in v.items() if x}, stats)
 
 

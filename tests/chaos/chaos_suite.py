@@ -1,0 +1,81 @@
+"""``make chaos``: every nemesis over many seeds, with the reassignment workload, outside CI.
+
+Environment:
+  CHAOS_SEEDS     how many seeds (``20`` = 1..20), a range (``5-9``) or a list (``3,7,9``); default 5
+  CHAOS_SEED      one seed (wins over CHAOS_SEEDS)
+  CHAOS_NEMESES   comma-separated subset of the nemeses; default all
+  CHAOS_REASSIGN  ``0`` to run without the reassignment workload; default on
+  CHAOS_ROUNDS    faults per run; default 3
+
+Prints one verdict per run and a summary; exits 1 if any run found a violation. The data directory
+(broker and ZooKeeper logs, segment files) of a failing run is kept and named in its verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "integration" / "cluster"))
+
+from chaos_run import NEMESES, Scenario, run_scenario
+
+
+def parse_seeds(env: dict[str, str]) -> list[int]:
+    if env.get("CHAOS_SEED"):
+        return [int(env["CHAOS_SEED"])]
+    spec = env.get("CHAOS_SEEDS", "5")
+    if "," in spec:
+        return [int(s) for s in spec.split(",") if s.strip()]
+    if "-" in spec:
+        lo, hi = spec.split("-", 1)
+        return list(range(int(lo), int(hi) + 1))
+    return list(range(1, int(spec) + 1))
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("make chaos needs root: it creates network namespaces and nftables rules", file=sys.stderr)
+        return 2
+    seeds = parse_seeds(dict(os.environ))
+    nemeses = [n.strip() for n in os.environ.get("CHAOS_NEMESES", ",".join(NEMESES)).split(",") if n.strip()]
+    unknown = set(nemeses) - set(NEMESES)
+    if unknown:
+        print(f"unknown nemeses {sorted(unknown)}; known: {', '.join(NEMESES)}", file=sys.stderr)
+        return 2
+    reassign = os.environ.get("CHAOS_REASSIGN", "1") != "0"
+    rounds = int(os.environ.get("CHAOS_ROUNDS", "3"))
+    failed: list[str] = []
+    runs = 0
+    for seed in seeds:
+        for nemesis in nemeses:
+            data_dir = Path(tempfile.mkdtemp(prefix=f"hwchaos-{nemesis}-{seed}-"))
+            t0 = time.monotonic()
+            try:
+                outcome = run_scenario(Scenario(nemesis, seed, rounds=rounds, reassign=reassign), data_dir,
+                                       progress=lambda s: print(f"    {s}", file=sys.stderr, flush=True))
+            except Exception as exc:  # the harness itself failed: keep going, report it
+                failed.append(f"{nemesis} seed {seed}: harness error {type(exc).__name__}: {exc}")
+                print(f"chaos nemesis={nemesis} seed={seed}: HARNESS ERROR {exc} (data kept in {data_dir})", flush=True)
+                continue
+            runs += 1
+            print(outcome.report(), flush=True)
+            print(f"  ({time.monotonic() - t0:.0f} s)", flush=True)
+            if outcome.ok:
+                shutil.rmtree(data_dir, ignore_errors=True)
+            else:
+                print(f"  data kept in {data_dir}", flush=True)
+                failed.append(f"{nemesis} seed {seed} (data in {data_dir})")
+    print(f"\n{runs} runs over seeds {seeds[0]}..{seeds[-1]} x {', '.join(nemeses)}"
+          f"{' with reassignments' if reassign else ''}: {len(failed)} failed")
+    for f in failed:
+        print(f"  FAILED {f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
