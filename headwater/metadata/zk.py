@@ -452,10 +452,26 @@ def partition_state_json(state: PartitionStateZNode) -> dict[str, Any]:
 
 
 def encode_partition_state(state: PartitionStateZNode) -> bytes:
-    return _dumps(partition_state_json(state))
+    """The bytes of ``_dumps(partition_state_json(state))``, formatted directly: a controller writes
+    one per partition it changes (10,000 at a failover), and ``json.dumps`` was most of that cost."""
+    isr = ",".join(str(int(b)) for b in state.isr)
+    recovery = (f',"leader_recovery_state":{int(state.leader_recovery_state)}'
+                if state.leader_recovery_state != 0 else "")
+    return (f'{{"controller_epoch":{int(state.controller_epoch)},"leader":{int(state.leader)},"version":1,'
+            f'"leader_epoch":{int(state.leader_epoch)},"isr":[{isr}]{recovery}}}').encode()
+
+
+_CANONICAL_STATE = re.compile(
+    rb'\{"controller_epoch":(-?\d+),"leader":(-?\d+),"version":1,"leader_epoch":(-?\d+),"isr":\[((?:-?\d+(?:,-?\d+)*)?)\]\}')
 
 
 def decode_partition_state(topic: str, partition: int, data: bytes | str) -> PartitionStateZNode:
+    # The exact form encode_partition_state writes (and Kafka too) is read with one regex match;
+    # a new controller reads 10,000 of these before it can serve. Any other form takes the checked path.
+    m = _CANONICAL_STATE.fullmatch(data.encode() if isinstance(data, str) else data)
+    if m is not None:
+        isr = tuple(int(b) for b in m[4].split(b",")) if m[4] else ()
+        return PartitionStateZNode(int(m[2]), int(m[3]), isr, int(m[1]), 0)
     d = _Doc(PATHS.partition_state(topic, partition), data)
     d.version(1)
     lrs = d.get_int("leader_recovery_state", 0)

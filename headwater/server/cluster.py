@@ -43,6 +43,7 @@ PATHS = znodes.PATHS
 LEADER_DURING_DELETE = -2
 CONTROLLED_SHUTDOWN_RETRIES = 3
 CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
+LEADER_AND_ISR_YIELD_EVERY = 200
 
 
 class ClusterMember:
@@ -229,20 +230,31 @@ class ClusterMember:
         topic_errors: dict[str, list[tuple[int, ErrorCode]]] = {}
         topic_ids: dict[str, uuid.UUID] = {}
         if error == ErrorCode.NONE:
-            for topic, topic_id, s in iter_leader_and_isr(body):
-                configs = await self.topic_configs(topic)
-                self.broker.replicas.set_topic_throttles(topic, configs.get("leader.replication.throttled.replicas", ""),
-                                                         configs.get("follower.replication.throttled.replicas", ""))
-                effective = effective_topic_config(configs, self.broker.config.props)
-                image_topic = TopicImage(topic, topic_id or uuid.UUID(int=0), {}, configs)
+            per_topic: dict[str, tuple[Any, int, int]] = {}  # topic -> (log config, min ISR, max message bytes)
+            for done, (topic, topic_id, s) in enumerate(iter_leader_and_isr(body)):
+                if done % LEADER_AND_ISR_YIELD_EVERY == LEADER_AND_ISR_YIELD_EVERY - 1:
+                    # A request may carry 10,000 partitions (controller failover): let the loop serve
+                    # clients and the controller in between.
+                    await asyncio.sleep(0)
+                resolved = per_topic.get(topic)
+                if resolved is None:
+                    configs = await self.topic_configs(topic)
+                    self.broker.replicas.set_topic_throttles(
+                        topic, configs.get("leader.replication.throttled.replicas", ""),
+                        configs.get("follower.replication.throttled.replicas", ""))
+                    effective = effective_topic_config(configs, self.broker.config.props)
+                    image_topic = TopicImage(topic, topic_id or uuid.UUID(int=0), {}, configs)
+                    resolved = per_topic[topic] = (self.broker._log_config(image_topic),
+                                                   int(effective["min.insync.replicas"][0]),
+                                                   int(effective["max.message.bytes"][0]))
+                log_config, min_isr, max_message_bytes = resolved
                 code = self.broker.replicas.become(
                     topic, s.partition_index,
                     LeaderAndIsrState(s.leader, s.leader_epoch, tuple(s.isr), s.partition_epoch, tuple(s.replicas),
                                       tuple(getattr(s, "adding_replicas", ()) or ()),
                                       tuple(getattr(s, "removing_replicas", ()) or ()), bool(getattr(s, "is_new", False))),
-                    topic_id=topic_id, config=self.broker._log_config(image_topic),
-                    min_insync_replicas=int(effective["min.insync.replicas"][0]),
-                    max_message_bytes=int(effective["max.message.bytes"][0]),
+                    topic_id=topic_id, config=log_config, min_insync_replicas=min_isr,
+                    max_message_bytes=max_message_bytes,
                 )
                 topic_errors.setdefault(topic, []).append((s.partition_index, code))
                 if topic_id is not None:
@@ -272,22 +284,31 @@ class ClusterMember:
         topics: dict[str, TopicImage] = dict(image.topics)
         states = ([(t.topic_name, getattr(t, "topic_id", None), p) for t in body.topic_states for p in t.partition_states]
                   if req.version >= 5 else [(p.topic_name, None, p) for p in body.ungrouped_partition_states])
+        # Each touched topic's partition map is copied once and rebuilt once: a full UpdateMetadata of
+        # 10,000 partitions copying the map per partition cost seconds of the event loop.
+        partitions: dict[str, dict[int, PartitionState]] = {}
+        ids: dict[str, uuid.UUID] = {}
         for topic, topic_id, p in states:
-            current = topics.get(topic)
+            parts = partitions.get(topic)
+            if parts is None:
+                current = topics.get(topic)
+                parts = partitions[topic] = dict(current.partitions) if current is not None else {}
             if p.leader == LEADER_DURING_DELETE:
-                if current is not None:
-                    remaining = {k: v for k, v in current.partitions.items() if k != p.partition_index}
-                    if remaining:
-                        topics[topic] = replace(current, partitions=remaining)
-                    else:
-                        topics.pop(topic, None)
-                        self._topic_configs.pop(topic, None)
+                parts.pop(p.partition_index, None)
                 continue
-            state = PartitionState(tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr))
+            if topic_id:
+                ids[topic] = topic_id
+            parts[p.partition_index] = PartitionState(tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr))
+        for topic, parts in partitions.items():
+            current = topics.get(topic)
+            if not parts:
+                if current is not None:
+                    topics.pop(topic, None)
+                    self._topic_configs.pop(topic, None)
+                continue
             if current is None:
-                current = TopicImage(topic, topic_id or uuid.UUID(int=0), {}, {})
-            topics[topic] = replace(current, topic_id=topic_id or current.topic_id,
-                                    partitions={**current.partitions, p.partition_index: state})
+                current = TopicImage(topic, uuid.UUID(int=0), {}, {})
+            topics[topic] = replace(current, topic_id=ids.get(topic) or current.topic_id, partitions=parts)
         self.broker.image = ClusterImage(self.cluster_id, body.controller_id, brokers, topics)
         self.broker.replicas.set_live_brokers(brokers)
         return req.response(error_code=0)

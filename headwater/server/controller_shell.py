@@ -15,7 +15,7 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from headwater.controller.znodes import (
     Znode,
     decode_live_broker,
     decode_reassign_partitions,
+    decode_topic,
     snapshot_from_znodes,
 )
 from headwater.metadata import zk as znodes
@@ -46,6 +47,10 @@ LEADER_AND_ISR_VERSION = 5  # grouped by topic, with topic ids (what a 3.x ZooKe
 UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
 SEND_RETRY_S = 0.3
+CONFIG_TOPICS = "/config/topics"
+MULTI_MAX_OPS = 1000
+MULTI_MAX_BYTES = 256 << 10
+"""A multi stays far below ZooKeeper's 1 MiB request limit (jute.maxbuffer), response included."""
 
 
 @dataclass
@@ -89,20 +94,30 @@ class ControllerShell:
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
 
     async def _read_tree(self) -> dict[str, Znode]:
-        """Every znode under /brokers, /config/topics and /admin/delete_topics, with its stat numbers."""
-        out: dict[str, Znode] = {}
+        """The znodes the failover snapshot needs (``snapshot_from_znodes``), with their stat numbers.
 
-        async def walk(path: str) -> None:
-            found = await self.zk.get(path)
-            if found is None:
-                return
-            data, stat = found
-            out[path] = Znode(data, stat.version, stat.czxid)
-            children = await self.zk.children(path)
-            await asyncio.gather(*(walk(f"{path.rstrip('/')}/{c}") for c in children))
-
-        await asyncio.gather(walk("/brokers"), walk("/config/topics"), walk(PATHS.DELETE_TOPICS),
-                             walk(PATHS.REASSIGN_PARTITIONS))
+        Read as Kafka's ``initializeControllerContext`` does, by path and pipelined: the children of
+        the four parents, then every broker, topic and topic config at once, then every partition
+        state the topic znodes name at once. Three round trips for any number of partitions; walking
+        the tree node by node took one round trip per znode level and a loop wake-up per znode.
+        """
+        zk = self.zk
+        ids, topics, configs, deleting = await zk.children_many(
+            [PATHS.BROKER_IDS, PATHS.BROKER_TOPICS, CONFIG_TOPICS, PATHS.DELETE_TOPICS])
+        paths = [*(PATHS.broker(int(b)) for b in ids), *(PATHS.topic(t) for t in topics),
+                 *(PATHS.config("topics", c) for c in configs), PATHS.REASSIGN_PARTITIONS]
+        out: dict[str, Znode] = {PATHS.delete_topic(t): Znode(None) for t in deleting}
+        for path, found in zip(paths, await zk.get_many(paths), strict=True):
+            if found is not None:
+                out[path] = Znode(found[0], found[1].version, found[1].czxid)
+        state_paths: list[str] = []
+        for t in topics:
+            node = out.get(PATHS.topic(t))
+            if node is not None and node.data:
+                state_paths.extend(PATHS.partition_state(t, p) for p in sorted(decode_topic(t, node.data).partitions))
+        for path, found in zip(state_paths, await zk.get_many(state_paths), strict=True):
+            if found is not None:
+                out[path] = Znode(found[0], found[1].version, found[1].czxid)
         return out
 
     async def stop(self) -> None:
@@ -197,17 +212,56 @@ class ControllerShell:
 
     async def _process(self, event: ev.Event) -> Any:
         result = self.core.handle(event)
-        for write in result.writes:
-            try:
-                await self._write(write)
-            except ControllerMovedError:
-                log.warning("controller %d was fenced: another controller has been elected", self.broker_id)
-                await self._resign()
-                return not_controller_response(event) if _is_request(event) else None
-            self.core.apply(write)
+        try:
+            await self._write_all(result.writes)
+        except ControllerMovedError:
+            log.warning("controller %d was fenced: another controller has been elected", self.broker_id)
+            await self._resign()
+            return not_controller_response(event) if _is_request(event) else None
         for req in result.requests:
             self._outbox(req.broker_id).put_nowait(req)
         return result.response
+
+    async def _write_all(self, writes: Sequence[fx.ZkWrite]) -> None:
+        """Apply ``writes`` in order, as few fenced multis as possible, each applied to the core once
+        ZooKeeper accepted it.
+
+        A multi is atomic and ZooKeeper runs one session's requests in order, so consecutive writes
+        may share a multi (one round trip and one log append for up to MULTI_MAX_OPS writes) without
+        changing what ZooKeeper can be left holding: some prefix of ``writes``. The multis are sent
+        one after the other, never pipelined: if one fails, nothing after it may run. A recursive
+        delete lists its subtree first, so it goes in a multi of its own.
+        """
+        i = 0
+        while i < len(writes):
+            if writes[i].op == fx.ZkOp.DELETE and writes[i].recursive:
+                await self._write(writes[i])
+                self.core.apply(writes[i])
+                i += 1
+                continue
+            chunk: list[fx.ZkWrite] = []
+            size = 0
+            while (i < len(writes) and len(chunk) < MULTI_MAX_OPS and size < MULTI_MAX_BYTES
+                   and not (writes[i].op == fx.ZkOp.DELETE and writes[i].recursive)
+                   and (not chunk or writes[i].controller_epoch_version == chunk[0].controller_epoch_version)):
+                chunk.append(writes[i])
+                size += len(writes[i].path) + len(writes[i].data or b"") + 32
+                i += 1
+            await self._write_chunk(chunk)
+            for write in chunk:
+                self.core.apply(write)
+
+    async def _write_chunk(self, chunk: list[fx.ZkWrite]) -> None:
+        parents = list(dict.fromkeys(p for w in chunk for p in w.parents))
+        missing = {p for p, there in zip(parents, await self.zk.exists_many(parents), strict=True) if not there}
+        ops: list[tuple[str, str, bytes | None, int]] = []
+        for write in chunk:
+            for parent in write.parents:
+                if parent in missing:
+                    ops.append(("create", parent, b"", -1))
+                    missing.discard(parent)  # an earlier write of this multi creates it
+            ops.append((write.op.value, write.path, write.data, write.expected_version))
+        await self.zk.fenced(chunk[0].controller_epoch_version, ops)
 
     async def _write(self, write: fx.ZkWrite) -> None:
         ops: list[tuple[str, str, bytes | None, int]] = []

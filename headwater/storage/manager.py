@@ -127,9 +127,7 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] += 1
+        counts = self._dir_counts()
         log_dir = min(self.log_dirs, key=lambda d: counts[d])  # ties go to the first listed
         log_dir.mkdir(parents=True, exist_ok=True)
         directory = log_dir / partition_dir_name(topic, partition)
@@ -166,7 +164,19 @@ class LogManager:
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
 
+    def _dir_counts(self) -> dict[Path, int]:
+        if len(self.log_dirs) == 1:
+            return {self.log_dirs[0]: len(self._logs)}  # no need to count 10,000 partitions one by one
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        return counts
+
     def update_config(self, topic: str, config: LogConfig) -> None:
+        # Called for every replica a LeaderAndIsr creates: with nothing changed, it must not visit
+        # every log of the broker (10,000 partitions created at once would cost 10,000 squared).
+        if self._topic_configs.get(topic) == config:
+            return
         self._topic_configs[topic] = config
         for (t, _), plog in self._logs.items():
             if t == topic:
