@@ -219,6 +219,8 @@ def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], N
                 if not _wait_no_reassignment(cluster, 90):
                     liveness.append("reassignments still running 90 s after the workload stopped")
             remaining = producer.finish(timeout_s=60)
+            if producer.fatal:
+                liveness.append(f"the producer (librdkafka) stopped on a fatal error: {producer.fatal}")
             if remaining:
                 liveness.append(f"{remaining} messages unanswered 60 s after the producer stopped")
         finally:

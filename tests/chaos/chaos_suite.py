@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -37,7 +38,13 @@ def parse_seeds(env: dict[str, str]) -> list[int]:
     return list(range(1, int(spec) + 1))
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    # Unwind through run_scenario's finally blocks: the brokers, ZooKeeper and namespaces go too.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     if os.geteuid() != 0:
         print("make chaos needs root: it creates network namespaces and nftables rules", file=sys.stderr)
         return 2

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos_checker import Ack, BatchInfo, History, Reassignment, ReplicaLog
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kazoo.client import KazooClient
 
 from headwater.admin.client import AdminClient
@@ -54,7 +54,12 @@ class ProducerWorkload:
             "retry.backoff.ms": 50,
             "topic.metadata.refresh.interval.ms": 1000,
             "log_level": 2,  # faults make librdkafka log every refused connection; the verdict says what matters
+            # Bounded, as an application's buffer would be: while a partition is unavailable the
+            # producer waits (BufferError) instead of piling up minutes of messages into huge retries.
+            "queue.buffering.max.messages": 2000,
+            "batch.num.messages": 500,
         })
+        self.fatal: str | None = None  # a fatal client error ends the workload; the run reports it
         self._thread = threading.Thread(target=self._run, name="chaos-producer", daemon=True)
 
     @property
@@ -74,6 +79,12 @@ class ProducerWorkload:
         return self
 
     def _run(self) -> None:
+        try:
+            self._produce_loop()
+        except KafkaException as exc:
+            self.fatal = str(exc)
+
+    def _produce_loop(self) -> None:
         start, seq = time.monotonic(), 0
         while not self._stop.is_set():
             due = start + seq / self.rate_per_s
@@ -103,7 +114,11 @@ class ProducerWorkload:
             return 0
         self._stop.set()
         self._thread.join()
-        remaining = int(self.producer.flush(timeout_s))
+        try:
+            remaining = int(self.producer.flush(timeout_s))
+        except KafkaException as exc:
+            self.fatal = self.fatal or str(exc)
+            remaining = len(self.producer)
         if remaining:
             answered = {a.seq for a in self.history.acks} | {seq for seq, _ in self.history.errors}
             for seq in sorted(set(self.history.sent) - answered):
