@@ -69,8 +69,8 @@ def read_offsets(path: Path) -> dict[tuple[str, int], int]:
         return {}
 
 
-def write_epochs(path: Path, entries: list[tuple[int, int]]) -> None:
-    write_atomic(path, _encode([f"{epoch} {start}" for epoch, start in entries]))
+def write_epochs(path: Path, entries: list[tuple[int, int]], *, durable: bool = True) -> None:
+    write_atomic(path, _encode([f"{epoch} {start}" for epoch, start in entries]), durable=durable)
 
 
 def read_epochs(path: Path) -> list[tuple[int, int]]:

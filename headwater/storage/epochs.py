@@ -7,11 +7,17 @@ Rules (Kafka's ``LeaderEpochFileCache``):
   epoch always wins over stale entries after a truncation;
 - truncating the log's end drops entries starting at or after the new end; raising the log start
   keeps the last entry at or below it and moves its start up to the new log start.
-Every change is written to ``leader-epoch-checkpoint`` atomically; changes are rare (leader elections).
+Every change is written to ``leader-epoch-checkpoint`` atomically at once, and made durable (fsync)
+by ``sync``, which the log runs before it moves its recovery point: a controller failover makes
+thousands of partitions change leader at once, and two fsyncs each kept a broker busy for seconds.
+This loses nothing: after an operating system crash, entries that start below the recovery point
+were synced, entries above it are re-derived from the batches that recovery scans (and dropped with
+them), and an epoch without batches answers OffsetForLeaderEpoch as if it were absent.
 """
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
 from pathlib import Path
 
@@ -25,6 +31,8 @@ class LeaderEpochCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: list[tuple[int, int]] = []
+        self._unsynced = False
+        self._lock = threading.Lock()  # sync may run on the log's flushing thread
         for epoch, start in read_epochs(path):
             self._put(epoch, start)
 
@@ -90,4 +98,13 @@ class LeaderEpochCache:
             self._write()
 
     def _write(self) -> None:
-        write_epochs(self.path, self._entries)
+        with self._lock:
+            write_epochs(self.path, self._entries, durable=False)
+            self._unsynced = True
+
+    def sync(self) -> None:
+        """Make the last write durable (file and directory fsync); nothing to do if it already is."""
+        with self._lock:
+            if self._unsynced:
+                write_epochs(self.path, list(self._entries))
+                self._unsynced = False

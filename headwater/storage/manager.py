@@ -132,10 +132,10 @@ class LogManager:
         log_dir.mkdir(parents=True, exist_ok=True)
         directory = log_dir / partition_dir_name(topic, partition)
         try:
+            # The new directory's entry in log_dir is made durable by the log's first flush.
             created = PartitionLog(
                 topic, partition, directory, self._config_for(topic), clock_ms=self._clock_ms
             )
-            fsync_dir(log_dir)
         except OSError as exc:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {directory}: {exc}") from exc
         self._logs[key] = created

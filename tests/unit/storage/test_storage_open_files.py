@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+import pytest
 from _storage_batches import decode, make_batch
 
 from headwater.storage import LogConfig, PartitionLog
@@ -129,3 +130,28 @@ def test_the_open_file_limit_is_raised_to_the_hard_limit() -> None:
         assert (soft, hard) == (before_hard, before_hard) == resource.getrlimit(resource.RLIMIT_NOFILE)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (before_soft, before_hard))
+
+
+def test_creating_a_log_and_assigning_an_epoch_waits_for_flush_to_fsync(
+    open_log: OpenLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A LeaderAndIsr creating 10,000 replicas must not cost 40,000 fsyncs; the first flush pays."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    log = open_log()
+    log.epochs.assign(3, 0)
+    assert synced == []
+    # Written at once (a process crash keeps it), durable at the next flush.
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text().split() == ["0", "1", "3", "0"]
+    log.append_as_leader(make_batch([b"x"]), 3, 1)
+    log.flush()
+    assert len(synced) >= 4  # the partition dir, the log dir, the segment, the epoch checkpoint (+ its dir)
+    synced.clear()
+    log.flush()
+    assert len(synced) == 1  # nothing new: only (a duplicate of) the active segment's descriptor
