@@ -1,4 +1,5 @@
-"""Replication throttles: a byte-rate limiter and the throttled-replicas topic config.
+"""Replication throttles: a byte-rate limiter, the throttled-replicas topic config, and which
+limiters meter a replica's traffic.
 
 Kafka throttles replication traffic of chosen partitions (``leader.replication.throttled.replicas``
 and ``follower.replication.throttled.replicas`` per topic) to a broker-wide rate
@@ -7,13 +8,25 @@ Rules, from ``ReplicationQuotaManager`` and ``ReplicaManager.shouldLeaderThrottl
 - Only replicas that are not in sync are throttled: the leader serves an empty answer to a throttled
   partition of a follower outside the ISR while the quota is exceeded; the follower leaves a throttled
   partition out of its fetch while it lags and the quota is exceeded.
-- Bytes of throttled partitions are recorded after they are sent or received, so the rate may overshoot
+- Bytes of throttled partitions are charged when they are read or fetched, so the rate may overshoot
   by one response; the limiter then refuses until it has paid the debt back.
 - The config lists ``partition:broker`` pairs or ``*``; a broker throttles the partitions paired with
   its own id (``ConfigHandler.parseThrottledPartitions``). An empty value throttles nothing.
 
+Beyond Kafka (KIP-455's future work): ``reassignment.throttled.rate`` meters only the traffic of
+replicas being added (AR, from LeaderAndIsr), with no replica lists to keep up to date. A replica's
+traffic is metered by every limiter that applies to it (``limiters_for``): the listed-replicas one,
+the reassignment one, both, or none; it is held back while any of them is in debt.
+
 ``ByteRateLimiter`` is a token bucket: it refills at ``rate_bytes_per_s`` up to ``burst_bytes``
 (one second's worth by default, Kafka's window size), and the quota is exceeded while it is in debt.
+Over any stretch during which a replica keeps asking, the bytes let through are the rate times the
+time plus at most one burst and one response, so the long-run rate is the setting as long as the
+shell never leaves the bucket idle at its cap while a throttled replica waits. The shell keeps that
+promise by waking waiters when the debt is paid (``delay_ms``) instead of after a fixed back-off.
+A fetcher that shares a limiter with others reserves an estimate before it sends (``record``) and
+settles the difference when the answer arrives (a negative ``record``), so concurrent fetchers do
+not all pass the check at once and overshoot together.
 It reads no clock; every call takes ``now_ms``.
 """
 
@@ -50,8 +63,14 @@ class ByteRateLimiter:
         self._tokens = min(self._tokens, self.burst_bytes)
 
     def record(self, size_bytes: int, now_ms: int) -> None:
+        """Charge ``size_bytes`` (a negative size pays back an over-estimate, up to the burst)."""
         self._refill(now_ms)
-        self._tokens -= size_bytes
+        self._tokens = min(self.burst_bytes, self._tokens - size_bytes)
+
+    @property
+    def tokens(self) -> float:
+        """Tokens as of the last call (negative: debt); for tests and metrics."""
+        return self._tokens
 
     def quota_exceeded(self, now_ms: int) -> bool:
         self._refill(now_ms)
@@ -62,7 +81,7 @@ class ByteRateLimiter:
         return max(0, int(self._tokens))
 
     def throttle_time_ms(self, now_ms: int) -> int:
-        """How long until the debt is paid back (0 if not exceeded)."""
+        """How long until the debt is paid back (0 if not exceeded); never early, at most 1 ms late."""
         self._refill(now_ms)
         if self._tokens >= 0:
             return 0
@@ -121,3 +140,36 @@ def should_follower_throttle(
     if follower_in_sync or limiter is None or partition not in throttled:
         return False
     return limiter.quota_exceeded(now_ms)
+
+
+def limiters_for(
+    *, in_sync: bool, listed: bool, adding: bool, replication: ByteRateLimiter | None,
+    reassignment: ByteRateLimiter | None,
+) -> tuple[ByteRateLimiter, ...]:
+    """The limiters that meter one replica's traffic of one partition (on either side).
+
+    ``listed``: the partition is in this broker's throttled-replicas list for this side;
+    ``adding``: the replica is in AR. An in-sync replica is never metered.
+    """
+    if in_sync:
+        return ()
+    out: list[ByteRateLimiter] = []
+    if listed and replication is not None:
+        out.append(replication)
+    if adding and reassignment is not None:
+        out.append(reassignment)
+    return tuple(out)
+
+
+def any_exceeded(limiters: tuple[ByteRateLimiter, ...], now_ms: int) -> bool:
+    return any(lim.quota_exceeded(now_ms) for lim in limiters)
+
+
+def delay_ms(limiters: tuple[ByteRateLimiter, ...], now_ms: int) -> int:
+    """How long until every limiter is out of debt (0: traffic may flow now)."""
+    return max((lim.throttle_time_ms(now_ms) for lim in limiters), default=0)
+
+
+def record_all(limiters: tuple[ByteRateLimiter, ...], size_bytes: int, now_ms: int) -> None:
+    for lim in limiters:
+        lim.record(size_bytes, now_ms)

@@ -229,6 +229,7 @@ class Broker:
             partitions_led=len(led),
             under_replicated=sum(1 for h in led if len(h.replica.isr) < len(h.replica.replicas)),
             log_end_offsets={(h.replica.topic, h.replica.partition): h.plog.log_end_offset for h in hosted},
+            reassignment_moves=tuple(self.replicas.reassignment_progress(_now_ms())),
         )
 
     async def stop(self) -> None:
@@ -518,11 +519,13 @@ class Broker:
                         data.log_start_offset = decision.log_start_offset
                         if decision.diverging_epoch is not None:
                             data.diverging_epoch = (decision.diverging_epoch.epoch, decision.diverging_epoch.end_offset)
-                        if decision.read_records and not self.replicas.leader_throttled(name, fp.partition, decision.in_sync):
+                        if decision.read_records and not self.replicas.leader_throttled(name, fp.partition, decision.in_sync,
+                                                                                       replica_id):
                             result = hosted.plog.read(fp.fetch_offset, limit, max_offset=None, min_one_batch=total == 0)
                             data.records = result.slices
                             total += result.size_bytes
-                            self.replicas.record_leader_bytes(name, fp.partition, decision.in_sync, result.size_bytes)
+                            self.replicas.record_leader_bytes(name, fp.partition, decision.in_sync, result.size_bytes,
+                                                              replica_id)
                     else:
                         hosted = self._leader(name, fp.partition, current_epoch)
                         plog = hosted.plog
@@ -900,6 +903,8 @@ class Broker:
             self.dynamic_configs = merged
             rates = [merged.get(k) for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")]
             self.replicas.set_throttle_rates(*(int(r) if r is not None else None for r in rates))
+            reassignment_rate = merged.get("reassignment.throttled.rate")
+            self.replicas.set_reassignment_rate(int(reassignment_rate) if reassignment_rate is not None else None)
 
     async def _alter_broker_configs(self, name: str, ops: list[Any], validate_only: bool) -> None:
         if name not in ("", str(self.config.broker_id)):

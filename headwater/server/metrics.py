@@ -3,6 +3,11 @@
 prometheus_client serves scrapes from its own thread, while the broker's state belongs to the
 event loop. So the loop publishes an immutable snapshot once a second and the collector only
 reads the latest snapshot: a scrape never touches live state.
+
+Reassignment progress (``headwater_reassignment_*``, see ``headwater/replication/progress.py`` and
+docs/operations.md): one series per replica being added, from the partition's leader
+(``role="leader"``, exact) and from the adding replica itself (``role="follower"``, its "to move" an
+estimate), and per broker the sums over each role. An unknown ETA or size is -1.
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from headwater.replication.progress import MoveProgress, summarize
+
+_MOVE_LABELS = ["broker", "topic", "partition", "replica", "role"]
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -24,6 +33,8 @@ class Snapshot:
     under_replicated: int = 0
     # (topic, partition) -> log end offset, for every hosted replica
     log_end_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    # every replica being added that this broker leads the partition of, or is
+    reassignment_moves: tuple[MoveProgress, ...] = ()
 
 
 class BrokerCollector(Collector):
@@ -55,6 +66,40 @@ class BrokerCollector(Collector):
         for (topic, partition), offset in sorted(snap.log_end_offsets.items()):
             leo.add_metric([broker, topic, str(partition)], offset)
         yield leo
+        yield from _reassignment(broker, snap.reassignment_moves)
+
+
+def _reassignment(broker: str, moves: tuple[MoveProgress, ...]) -> Iterator[GaugeMetricFamily]:
+    def family(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+        return GaugeMetricFamily(f"headwater_reassignment_{name}", doc, labels=labels)
+
+    to_move = family("bytes_to_move", "Bytes the replica being added must hold (leader: its log; follower: estimate)",
+                     _MOVE_LABELS)
+    moved = family("bytes_moved", "Bytes the replica being added holds so far", _MOVE_LABELS)
+    rate = family("rate_bytes_per_second", "Copy rate of the replica being added over the last 10 s", _MOVE_LABELS)
+    eta = family("eta_seconds", "Seconds until the replica being added holds everything at the current rate (-1: unknown)",
+                 _MOVE_LABELS)
+    for m in sorted(moves, key=lambda m: (m.topic, m.partition, m.replica, m.role)):
+        labels = [broker, m.topic, str(m.partition), str(m.replica), m.role]
+        to_move.add_metric(labels, m.bytes_to_move)
+        moved.add_metric(labels, m.bytes_moved)
+        rate.add_metric(labels, m.rate_bytes_per_s)
+        eta.add_metric(labels, -1 if m.eta_s is None else m.eta_s)
+    yield from (to_move, moved, rate, eta)
+    b_moves = family("broker_moves", "Replicas being added this broker takes part in, per role", ["broker", "role"])
+    b_to_move = family("broker_bytes_to_move", "Sum of bytes_to_move over this broker's moves, per role", ["broker", "role"])
+    b_moved = family("broker_bytes_moved", "Sum of bytes_moved over this broker's moves, per role", ["broker", "role"])
+    b_rate = family("broker_rate_bytes_per_second", "Sum of the copy rates of this broker's moves, per role",
+                    ["broker", "role"])
+    b_eta = family("broker_eta_seconds", "Seconds until this broker's moves are done at the current rate (-1: unknown)",
+                   ["broker", "role"])
+    for s in summarize(moves):
+        b_moves.add_metric([broker, s.role], s.moves)
+        b_to_move.add_metric([broker, s.role], s.bytes_to_move)
+        b_moved.add_metric([broker, s.role], s.bytes_moved)
+        b_rate.add_metric([broker, s.role], s.rate_bytes_per_s)
+        b_eta.add_metric([broker, s.role], -1 if s.eta_s is None else s.eta_s)
+    yield from (b_moves, b_to_move, b_moved, b_rate, b_eta)
 
 
 def serve(port: int, host: str, collector: BrokerCollector) -> None:

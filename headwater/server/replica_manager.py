@@ -41,13 +41,16 @@ from headwater.replication.partition import (
     PartitionReplica,
     Role,
 )
+from headwater.replication.progress import FOLLOWER, LEADER, MoveProgress, RateTracker, eta_s
 from headwater.replication.throttle import (
     NO_THROTTLE,
     ByteRateLimiter,
     ThrottledPartitions,
+    any_exceeded,
+    delay_ms,
+    limiters_for,
     parse_throttled_replicas,
-    should_follower_throttle,
-    should_leader_throttle,
+    record_all,
 )
 from headwater.replication.types import EpochEndOffset, HighWatermarkUpdate
 from headwater.server.channel import BrokerChannel, ChannelError, ChannelPool
@@ -108,10 +111,17 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         # Replication throttles (reassignment): byte rates from the broker's dynamic configs, and
-        # per topic which partitions this broker throttles as leader and as follower.
+        # per topic which partitions this broker throttles as leader and as follower. The
+        # reassignment limiters (reassignment.throttled.rate) meter replicas in AR instead of listed
+        # ones; one bucket per direction, as the listed throttles have.
         self.leader_limiter: ByteRateLimiter | None = None
         self.follower_limiter: ByteRateLimiter | None = None
+        self.reassignment_leader_limiter: ByteRateLimiter | None = None
+        self.reassignment_follower_limiter: ByteRateLimiter | None = None
         self._throttled: dict[str, tuple[ThrottledPartitions, ThrottledPartitions]] = {}
+        # A follower fetch the leader held back waits for data; it is woken when the debt is paid.
+        self._throttle_wakeups: dict[tuple[str, int], asyncio.TimerHandle] = {}
+        self._move_rates = RateTracker()
 
     # --- throttles ------------------------------------------------------------------------------------
 
@@ -119,6 +129,11 @@ class ReplicaManager:
         now = now_ms()
         self.leader_limiter = _limiter(self.leader_limiter, leader_bytes_per_s, now)
         self.follower_limiter = _limiter(self.follower_limiter, follower_bytes_per_s, now)
+
+    def set_reassignment_rate(self, bytes_per_s: int | None) -> None:
+        now = now_ms()
+        self.reassignment_leader_limiter = _limiter(self.reassignment_leader_limiter, bytes_per_s, now)
+        self.reassignment_follower_limiter = _limiter(self.reassignment_follower_limiter, bytes_per_s, now)
 
     def set_topic_throttles(self, topic: str, leader_value: str, follower_value: str) -> None:
         try:
@@ -128,14 +143,87 @@ class ReplicaManager:
             log.warning("ignoring throttled replicas of %s: %s", topic, exc)
             self._throttled.pop(topic, None)
 
-    def leader_throttled(self, topic: str, partition: int, in_sync: bool) -> bool:
-        throttled = self._throttled.get(topic, (NO_THROTTLE, NO_THROTTLE))[0]
-        return should_leader_throttle(throttled, partition, in_sync, self.leader_limiter, now_ms())
+    def _leader_limiters(self, topic: str, partition: int, in_sync: bool, replica_id: int) -> tuple[ByteRateLimiter, ...]:
+        hosted = self.partitions.get((topic, partition))
+        return limiters_for(
+            in_sync=in_sync, listed=partition in self._throttled.get(topic, (NO_THROTTLE, NO_THROTTLE))[0],
+            adding=hosted is not None and replica_id in hosted.replica.adding_replicas,
+            replication=self.leader_limiter, reassignment=self.reassignment_leader_limiter,
+        )
 
-    def record_leader_bytes(self, topic: str, partition: int, in_sync: bool, size_bytes: int) -> None:
-        throttled = self._throttled.get(topic, (NO_THROTTLE, NO_THROTTLE))[0]
-        if self.leader_limiter is not None and not in_sync and partition in throttled:
-            self.leader_limiter.record(size_bytes, now_ms())
+    def _follower_limiters(self, h: Hosted, in_sync: bool) -> tuple[ByteRateLimiter, ...]:
+        replica = h.replica
+        return limiters_for(
+            in_sync=in_sync, listed=replica.partition in self._throttled.get(replica.topic, (NO_THROTTLE, NO_THROTTLE))[1],
+            adding=self.broker_id in replica.adding_replicas,
+            replication=self.follower_limiter, reassignment=self.reassignment_follower_limiter,
+        )
+
+    def leader_throttled(self, topic: str, partition: int, in_sync: bool, replica_id: int = -1) -> bool:
+        """Hold back this follower's data for now? If so, its fetch is woken when the debt is paid."""
+        limiters = self._leader_limiters(topic, partition, in_sync, replica_id)
+        now = now_ms()
+        if not any_exceeded(limiters, now):
+            return False
+        # The follower's fetch now waits for data up to its max wait (500 ms); without this wake-up
+        # it would sleep past the moment the budget allows more, and the copy would fall behind.
+        self._wake_after(topic, partition, delay_ms(limiters, now))
+        return True
+
+    def record_leader_bytes(self, topic: str, partition: int, in_sync: bool, size_bytes: int, replica_id: int = -1) -> None:
+        record_all(self._leader_limiters(topic, partition, in_sync, replica_id), size_bytes, now_ms())
+
+    def _wake_after(self, topic: str, partition: int, wait_ms: int) -> None:
+        key = (topic, partition)
+        if key in self._throttle_wakeups:
+            return
+
+        def fire() -> None:
+            self._throttle_wakeups.pop(key, None)
+            self._wake(topic, partition)
+
+        self._throttle_wakeups[key] = asyncio.get_running_loop().call_later(max(wait_ms, 1) / 1000, fire)
+
+    # --- reassignment progress ---------------------------------------------------------------------------
+
+    def reassignment_progress(self, now: int) -> list[MoveProgress]:
+        """Every replica being added that this broker serves (as leader) or is (as follower).
+
+        Called about once a second (metrics); the leader's figures come from its segment positions,
+        a few header reads per move.
+        """
+        moves: list[MoveProgress] = []
+        for (topic, partition), h in self.partitions.items():
+            replica, plog = h.replica, h.plog
+            adding = replica.adding_replicas
+            if not adding:
+                continue
+            if replica.is_leader:
+                total = plog.size_bytes
+                for r in adding:
+                    progress = replica.progress(r)
+                    offset = progress.log_end_offset if progress is not None else -1
+                    try:
+                        moved = total - _bytes_from(plog, offset)
+                    except KafkaError as exc:  # a metric must not break the housekeeping that asked for it
+                        log.debug("no progress for %s-%d: %s", topic, partition, exc)
+                        continue
+                    moves.append(self._move(topic, partition, r, LEADER, total, moved, now))
+            elif self.broker_id in adding and replica.fetcher is not None:
+                moved = plog.size_bytes
+                lag = replica.fetcher.lag
+                held = plog.log_end_offset - plog.log_start_offset
+                # The leader's end is known only in offsets: scale by our own bytes per offset
+                # (-1, unknown, until there is something to scale by).
+                total = -1 if lag is None or held <= 0 else moved + round(lag * moved / held)
+                moves.append(self._move(topic, partition, self.broker_id, FOLLOWER, total, moved, now))
+        self._move_rates.retain((m.topic, m.partition, m.replica, m.role) for m in moves)
+        return moves
+
+    def _move(self, topic: str, partition: int, replica: int, role: str, total: int, moved: int, now: int) -> MoveProgress:
+        rate = self._move_rates.observe((topic, partition, replica, role), moved, now)
+        eta = eta_s(total - moved, rate) if total >= 0 else None
+        return MoveProgress(topic, partition, replica, role, total, moved, rate, eta)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -144,6 +232,9 @@ class ReplicaManager:
 
     async def stop(self) -> None:
         self._stopping = True
+        for handle in self._throttle_wakeups.values():
+            handle.cancel()
+        self._throttle_wakeups.clear()
         for task in [*self._tasks, *self._fetchers.values()]:
             task.cancel()
         for task in [*self._tasks, *self._fetchers.values()]:
@@ -411,30 +502,46 @@ class ReplicaManager:
                 return
             now = now_ms()
             requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]] = {}
+            reserved: dict[tuple[str, int], tuple[ByteRateLimiter, ...]] = {}
+            throttle_wait_ms: int | None = None  # until the first held-back partition may fetch again
             for h in hosted:
                 fetcher = h.replica.fetcher
                 assert fetcher is not None
-                throttled = self._throttled.get(h.replica.topic, (NO_THROTTLE, NO_THROTTLE))[1]
-                if should_follower_throttle(throttled, h.replica.partition, fetcher.in_sync, self.follower_limiter, now):
-                    continue  # a lagging throttled replica waits for its byte budget
+                limiters = self._follower_limiters(h, fetcher.in_sync)
+                if any_exceeded(limiters, now):
+                    # A lagging throttled replica waits for its byte budget.
+                    wait = delay_ms(limiters, now)
+                    throttle_wait_ms = wait if throttle_wait_ms is None else min(throttle_wait_ms, wait)
+                    continue
                 fields = fetcher.next_request(now)
-                if fields is not None:
-                    requests[(h.replica.topic, h.replica.partition)] = (h, fields)
+                if fields is None:
+                    continue
+                key = (h.replica.topic, h.replica.partition)
+                requests[key] = (h, fields)
+                if limiters:
+                    # Reserve the most this partition can bring now and settle on the answer, so the
+                    # next partitions, and the fetch loops of other leaders sharing the limiter, see
+                    # the budget spent instead of all passing the check and overshooting together.
+                    record_all(limiters, FETCH_PARTITION_MAX_BYTES, now)
+                    reserved[key] = limiters
             if not requests:
                 wakeup.clear()
                 wait_ms = self.replica_fetch_backoff_ms
-                if self.follower_limiter is not None and self.follower_limiter.quota_exceeded(now):
-                    wait_ms = min(wait_ms, max(self.follower_limiter.throttle_time_ms(now), 10))
+                if throttle_wait_ms is not None:
+                    wait_ms = min(wait_ms, max(throttle_wait_ms, 1))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wakeup.wait(), wait_ms / 1000)
                 continue
+            # A held-back partition must not wait behind a long poll of the in-sync ones: the
+            # request returns by the time its budget allows it to fetch again.
+            max_wait_ms = FETCH_MAX_WAIT_MS if throttle_wait_ms is None else max(1, min(FETCH_MAX_WAIT_MS, throttle_wait_ms))
             by_topic: dict[str, list[tuple[int, FetchRequestFields, Hosted]]] = {}
             for (topic, partition), (h, fields) in requests.items():
                 by_topic.setdefault(topic, []).append((partition, fields, h))
             T = fetch_cls.FetchTopic
             P = T.FetchPartition
             req = fetch_cls(
-                version=version, replica_id=self.broker_id, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1,
+                version=version, replica_id=self.broker_id, max_wait_ms=max_wait_ms, min_bytes=1,
                 max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
                 topics=[T(topic=topic, partitions=[P(partition=p, current_leader_epoch=f.current_leader_epoch,
                                                      fetch_offset=f.fetch_offset, last_fetched_epoch=f.last_fetched_epoch,
@@ -443,6 +550,7 @@ class ReplicaManager:
                                                    for p, f, h in items]) for topic, items in by_topic.items()],
                 forgotten_topics_data=[], rack_id="",
             )
+            fetched: dict[tuple[str, int], int] = {}
             try:
                 resp = await self._channel(leader_id, "fetch").request(req, version)
             except ChannelError as exc:
@@ -451,12 +559,24 @@ class ReplicaManager:
                 for h, fields in requests.values():
                     if h.replica.fetcher is not None:
                         h.replica.fetcher.on_request_failed(fields, now)
+                self._settle(reserved, fetched)
                 await asyncio.sleep(self.replica_fetch_backoff_ms / 1000)
                 continue
-            await self._on_fetch_response(leader_id, requests, resp)
+            try:
+                await self._on_fetch_response(leader_id, requests, resp, fetched)
+            finally:
+                self._settle(reserved, fetched)
+
+    @staticmethod
+    def _settle(reserved: dict[tuple[str, int], tuple[ByteRateLimiter, ...]], fetched: dict[tuple[str, int], int]) -> None:
+        """Charge what each throttled partition really brought instead of what was reserved."""
+        now = now_ms()
+        for key, limiters in reserved.items():
+            record_all(limiters, fetched.get(key, 0) - FETCH_PARTITION_MAX_BYTES, now)
 
     async def _on_fetch_response(self, leader_id: int, requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]],
-                                 resp: Any) -> None:
+                                 resp: Any, fetched: dict[tuple[str, int], int]) -> None:
+        """Carry out each partition's answer; ``fetched`` receives the bytes appended per partition."""
         now = now_ms()
         for t in resp.responses:
             for p in t.partitions:
@@ -477,22 +597,22 @@ class ReplicaManager:
                     log_end_offset=h.plog.log_end_offset, end_offset_for_epoch=h.plog.end_offset_for_epoch, now_ms=now,
                 )
                 try:
-                    await self._carry_out(leader_id, h, action, records)
+                    fetched[(t.topic, p.partition_index)] = await self._carry_out(leader_id, h, action, records)
                 except KafkaError as exc:
                     log.warning("replica %s-%d: %s", t.topic, p.partition_index, exc)
 
-    async def _carry_out(self, leader_id: int, h: Hosted, action: Any, records: bytes) -> None:
+    async def _carry_out(self, leader_id: int, h: Hosted, action: Any, records: bytes) -> int:
+        """Do what the fetcher asked; return the bytes appended."""
         fetcher = h.replica.fetcher
         plog = h.plog
+        appended = 0
         if fetcher is None:
-            return
+            return 0
         if isinstance(action, AppendRecords):
             if records:
                 whole = _whole_batches(records)
                 plog.append_as_follower(whole)
-                throttled = self._throttled.get(h.replica.topic, (NO_THROTTLE, NO_THROTTLE))[1]
-                if self.follower_limiter is not None and not fetcher.in_sync and h.replica.partition in throttled:
-                    self.follower_limiter.record(len(whole), now_ms())
+                appended = len(whole)
             update = fetcher.on_appended(plog.log_end_offset, plog.latest_epoch())
             plog.high_watermark = update.high_watermark
             if update.advance_log_start_to is not None and update.advance_log_start_to > plog.log_start_offset:
@@ -505,6 +625,7 @@ class ReplicaManager:
             plog.high_watermark = fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
         elif isinstance(action, ListLeaderOffsets):
             await self._list_leader_offsets(leader_id, h, action)
+        return appended
 
     async def _list_leader_offsets(self, leader_id: int, h: Hosted, action: ListLeaderOffsets) -> None:
         fetcher = h.replica.fetcher
@@ -537,6 +658,25 @@ def _whole_batches(records: bytes) -> bytes:
     """A fetch may end in a partial batch (the leader's size limit); the follower appends whole ones."""
     _batches, end = scan_valid_prefix(records, verify_crc=False)
     return records[:end]
+
+
+def _bytes_from(plog: PartitionLog, offset: int) -> int:
+    """Bytes of the log from the batch holding ``offset`` to the end (all of it for an unknown offset)."""
+    segments = plog.segments
+    if offset < 0 or offset <= plog.log_start_offset:
+        return sum(seg.size_bytes for seg in segments)
+    if offset >= plog.log_end_offset:
+        return 0
+    total = 0
+    for seg in reversed(segments):
+        if seg.base_offset > offset:
+            total += seg.size_bytes
+            continue
+        found = seg.locate(offset)
+        if found is not None:
+            total += seg.size_bytes - found[0]
+        break
+    return total
 
 
 def _limiter(current: ByteRateLimiter | None, rate: int | None, now: int) -> ByteRateLimiter | None:
