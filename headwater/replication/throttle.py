@@ -124,24 +124,6 @@ def parse_throttled_replicas(value: str, broker_id: int) -> ThrottledPartitions:
     return ThrottledPartitions(partitions=frozenset(partitions))
 
 
-def should_leader_throttle(
-    throttled: ThrottledPartitions, partition: int, replica_in_isr: bool, limiter: ByteRateLimiter | None, now_ms: int
-) -> bool:
-    """Leader side: serve nothing to this out-of-sync follower of a throttled partition for now."""
-    if replica_in_isr or limiter is None or partition not in throttled:
-        return False
-    return limiter.quota_exceeded(now_ms)
-
-
-def should_follower_throttle(
-    throttled: ThrottledPartitions, partition: int, follower_in_sync: bool, limiter: ByteRateLimiter | None, now_ms: int
-) -> bool:
-    """Follower side: leave this lagging throttled partition out of the next fetch for now."""
-    if follower_in_sync or limiter is None or partition not in throttled:
-        return False
-    return limiter.quota_exceeded(now_ms)
-
-
 def limiters_for(
     *, in_sync: bool, listed: bool, adding: bool, replication: ByteRateLimiter | None,
     reassignment: ByteRateLimiter | None,

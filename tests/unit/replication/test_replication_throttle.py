@@ -13,8 +13,6 @@ from headwater.replication.throttle import (
     limiters_for,
     parse_throttled_replicas,
     record_all,
-    should_follower_throttle,
-    should_leader_throttle,
 )
 
 
@@ -62,13 +60,17 @@ def test_only_out_of_sync_replicas_of_throttled_partitions_are_throttled() -> No
     lim = ByteRateLimiter(100, now_ms=0)
     lim.record(200, 0)
     throttled = ThrottledPartitions(partitions=frozenset({0}))
-    assert should_leader_throttle(throttled, 0, replica_in_isr=False, limiter=lim, now_ms=0)
-    assert not should_leader_throttle(throttled, 0, replica_in_isr=True, limiter=lim, now_ms=0)
-    assert not should_leader_throttle(throttled, 1, replica_in_isr=False, limiter=lim, now_ms=0)
-    assert not should_leader_throttle(throttled, 0, replica_in_isr=False, limiter=None, now_ms=0)
-    assert should_follower_throttle(throttled, 0, follower_in_sync=False, limiter=lim, now_ms=0)
-    assert not should_follower_throttle(throttled, 0, follower_in_sync=True, limiter=lim, now_ms=0)
-    assert not should_leader_throttle(throttled, 0, replica_in_isr=False, limiter=lim, now_ms=2_000)
+
+    def held_back(partition: int, in_sync: bool, limiter: ByteRateLimiter | None, now_ms: int) -> bool:
+        limiters = limiters_for(in_sync=in_sync, listed=partition in throttled, adding=False,
+                                replication=limiter, reassignment=None)
+        return any_exceeded(limiters, now_ms)
+
+    assert held_back(0, in_sync=False, limiter=lim, now_ms=0)
+    assert not held_back(0, in_sync=True, limiter=lim, now_ms=0)
+    assert not held_back(1, in_sync=False, limiter=lim, now_ms=0)
+    assert not held_back(0, in_sync=False, limiter=None, now_ms=0)
+    assert not held_back(0, in_sync=False, limiter=lim, now_ms=2_000)
 
 
 def test_an_over_estimate_is_paid_back_but_never_beyond_the_burst() -> None:
