@@ -288,6 +288,7 @@ class ClusterMember:
         # 10,000 partitions copying the map per partition cost seconds of the event loop.
         partitions: dict[str, dict[int, PartitionState]] = {}
         ids: dict[str, uuid.UUID] = {}
+        outside: list[tuple[str, int]] = []  # partitions this broker is not a replica of
         for topic, topic_id, p in states:
             parts = partitions.get(topic)
             if parts is None:
@@ -299,6 +300,8 @@ class ClusterMember:
             if topic_id:
                 ids[topic] = topic_id
             parts[p.partition_index] = PartitionState(tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr))
+            if self.broker_id not in p.replicas:
+                outside.append((topic, p.partition_index))
         for topic, parts in partitions.items():
             current = topics.get(topic)
             if not parts:
@@ -311,7 +314,27 @@ class ClusterMember:
             topics[topic] = replace(current, topic_id=ids.get(topic) or current.topic_id, partitions=parts)
         self.broker.image = ClusterImage(self.cluster_id, body.controller_id, brokers, topics)
         self.broker.replicas.set_live_brokers(brokers)
+        self._delete_strays(outside, body.controller_id)
         return req.response(error_code=0)
+
+    def _delete_strays(self, partitions: list[tuple[str, int]], controller_id: int) -> None:
+        """Delete the replicas this broker holds of partitions whose replicas (RS) no longer name it.
+
+        The controller tells a removed replica with StopReplica, sent only after the assignment is
+        written to ZooKeeper; a controller that dies between the two (or a broker that is down when
+        the StopReplica is sent) leaves a replica nobody will stop: a stray, as Kafka's KRaft brokers
+        call it. The UpdateMetadata that every broker gets from each new controller, and on
+        registering, carries each partition's full RS (adding and removing replicas included), and a
+        controller's requests reach a broker in order, so a broker missing from RS there is not a
+        replica (a later addition comes with its own LeaderAndIsr). It is outside the ISR (the ISR is
+        within RS), so no acknowledged record depends on it.
+        """
+        for topic, partition in partitions:
+            if self.broker.replicas.hosted(topic, partition) is None and self.broker.logs.get(topic, partition) is None:
+                continue
+            log.info("broker %d is not a replica of %s-%d any more (UpdateMetadata from controller %d): deleting it",
+                     self.broker_id, topic, partition, controller_id)
+            self.broker.replicas.stop_replica(topic, partition, True)
 
     def stop_replica(self, req: Any) -> Any:
         body = req.body
