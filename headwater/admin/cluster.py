@@ -137,10 +137,12 @@ def start_cluster(data_dir: Path, count: int, base_port: int, zookeeper_port: in
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
     echo(f"ZooKeeper on 127.0.0.1:{state.zookeeper_port} (pid {zk.proc.pid if zk.proc else '?'})")
-    for entry in state.brokers:
-        proc = broker_process(state, entry, data_dir)
+    # Every broker starts at once (each spends its first seconds importing and recovering), then each
+    # is waited for in turn.
+    procs = [(entry, broker_process(state, entry, data_dir).start(wait=False)) for entry in state.brokers]
+    for entry, proc in procs:
         try:
-            proc.start()
+            proc.wait_ready()
         except RuntimeError as exc:
             stop_cluster(data_dir)
             raise click.ClickException(f"broker {entry.broker_id} did not start: {exc}") from None

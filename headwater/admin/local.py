@@ -93,11 +93,15 @@ class BrokerProcess:
             )
         self.pid_path.write_text(f"{self.proc.pid}\n")
         if wait:
-            try:
-                wait_for_port(self.host, self.port, READY_TIMEOUT_S, self.proc)
-            except (RuntimeError, TimeoutError) as exc:
-                raise RuntimeError(f"{exc}\n--- broker log ---\n{self.log_tail()}") from None
+            self.wait_ready()
         return self
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Until the broker accepts connections (it has recovered its logs); fails if it exits first."""
+        try:
+            wait_for_port(self.host, self.port, timeout_s, self.proc)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}\n--- broker log ---\n{self.log_tail()}") from None
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -3,6 +3,11 @@
 ``LocalCluster`` owns one ZooKeeper and N ``python -m headwater broker`` processes, each started
 and stopped by its PID. It reads the cluster the way an operator would: Metadata from a live
 broker, ``headwater topics --describe``, and ZooKeeper itself through kazoo.
+
+With ``zk_gates=True`` every broker reaches ZooKeeper through its own ``ZkGate``, a relay in the
+test process that can hold back one broker's writes from a chosen one on. A test uses it to stop a
+controller between two of its ZooKeeper writes and kill it there, which timing alone cannot do
+reliably: the writes of one controller decision follow each other within a millisecond.
 """
 
 from __future__ import annotations
@@ -11,6 +16,9 @@ import contextlib
 import json
 import os
 import signal
+import socket
+import struct
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -89,6 +97,154 @@ def run_cli(*args: str) -> str:
     return result.output
 
 
+# ZooKeeper's request header: xid then op type (jute's RequestHeader); 14 is multi (a transaction).
+ZK_OP_MULTI = 14
+
+
+class ZkGate:
+    """A TCP relay between one broker and ZooKeeper that can cut that broker off at a chosen write.
+
+    ``arm(match, nth, hold)`` watches the broker's multis (controller writes are fenced multis:
+    ``check(/controller_epoch)`` and the writes of one decision). At the ``nth`` one whose bytes
+    contain ``match``, ``tripped`` is set and, until ``disarm()``:
+
+    * ``hold="request"``: that multi is not forwarded, nor anything the broker sends after it, so
+      ZooKeeper never sees the write;
+    * ``hold="response"``: the multi reaches ZooKeeper, but nothing ZooKeeper sends back does, so the
+      write is made and the broker never learns it (a controller then never sends the requests that
+      follow the write).
+
+    ``match`` is usually a path: ``ZkGate.path_bytes`` for an exact path (ZooKeeper strings are
+    length-prefixed, so ``/brokers/topics/t`` does not match ``/brokers/topics/t/partitions/0/state``),
+    or plain bytes for a prefix.
+    """
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = int(self._listener.getsockname()[1])
+        self.tripped = threading.Event()
+        self._lock = threading.Lock()
+        self._match: bytes | None = None
+        self._remaining = 0
+        self._hold = "request"
+        self._held = False  # requests stopped
+        self._muted = False  # responses stopped
+        self._closed = False
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, name=f"zk-gate-{self.port}", daemon=True).start()
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @staticmethod
+    def path_bytes(path: str) -> bytes:
+        raw = path.encode()
+        return struct.pack(">i", len(raw)) + raw
+
+    def arm(self, match: bytes, nth: int = 1, hold: str = "request") -> threading.Event:
+        assert hold in ("request", "response")
+        with self._lock:
+            self._match, self._remaining, self._hold = match, nth, hold
+            self._held = self._muted = False
+            self.tripped.clear()
+        return self.tripped
+
+    def disarm(self) -> None:
+        """Forward again (what was held is dropped: its broker is expected to be dead by now)."""
+        with self._lock:
+            self._match, self._held, self._muted = None, False, False
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+                server = socket.create_connection(self.upstream, timeout=10)
+                server.settimeout(None)
+            except OSError:
+                if self._closed:
+                    return
+                continue
+            with self._lock:
+                self._sockets += [client, server]
+            threading.Thread(target=self._client_to_server, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._server_to_client, args=(server, client), daemon=True).start()
+
+    def _pass(self, frame: bytes, first: bool) -> bool:
+        """Whether to forward this request frame (length prefix included)."""
+        with self._lock:
+            if self._held:
+                return False
+            if first or self._match is None or len(frame) < 12:
+                return True  # the connect request has no header
+            op = struct.unpack_from(">i", frame, 8)[0]
+            if op == ZK_OP_MULTI and self._match in frame:
+                self._remaining -= 1
+                if self._remaining <= 0:
+                    self._match = None
+                    self.tripped.set()
+                    if self._hold == "request":
+                        self._held = True
+                        return False
+                    self._muted = True  # before forwarding: the answer must not slip through
+            return True
+
+    def _client_to_server(self, client: socket.socket, server: socket.socket) -> None:
+        buf = b""
+        first = True
+        try:
+            while True:
+                data = client.recv(65536)
+                if not data:
+                    break
+                buf += data
+                while len(buf) >= 4:
+                    size = struct.unpack_from(">i", buf)[0]
+                    if len(buf) < 4 + size:
+                        break
+                    frame, buf = buf[:4 + size], buf[4 + size:]
+                    if self._pass(frame, first):
+                        server.sendall(frame)
+                    first = False
+        except OSError:
+            pass
+        finally:
+            for s in (client, server):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def _server_to_client(self, server: socket.socket, client: socket.socket) -> None:
+        try:
+            while True:
+                data = server.recv(65536)
+                if not data:
+                    break
+                with self._lock:
+                    muted = self._muted
+                if not muted:
+                    client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (client, server):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+
 @dataclass
 class LocalCluster:
     data_dir: Path
@@ -96,6 +252,8 @@ class LocalCluster:
     props: Mapping[str, str] = field(default_factory=dict)
     zk: ZooKeeperProcess | None = None
     brokers: dict[int, BrokerProcess] = field(default_factory=dict)
+    zk_gates: bool = False
+    gates: dict[int, ZkGate] = field(default_factory=dict)
     _kazoo: KazooClient | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -104,9 +262,17 @@ class LocalCluster:
         self.zk = ZooKeeperProcess(free_port(), self.data_dir).start()
         props = {**DEFAULT_PROPS, "zookeeper.connect": self.zk.connect, **self.props}
         for broker_id in range(1, self.size + 1):
-            self.brokers[broker_id] = BrokerProcess(broker_id, free_port(), self.data_dir, props)
+            connect = props["zookeeper.connect"]
+            if self.zk_gates:
+                gate = self.gates[broker_id] = ZkGate((self.zk.host, self.zk.port))
+                connect = gate.connect
+            self.brokers[broker_id] = BrokerProcess(broker_id, free_port(), self.data_dir,
+                                                    {**props, "zookeeper.connect": connect})
+        # All at once: each broker spends its first seconds importing and recovering, not waiting on the others.
         for b in self.brokers.values():
-            b.start()
+            b.start(wait=False)
+        for b in self.brokers.values():
+            b.wait_ready()
         self.wait_registered(set(self.brokers))
         return self
 
@@ -117,14 +283,20 @@ class LocalCluster:
                 self._kazoo.stop()
                 self._kazoo.close()
             self._kazoo = None
+        # SIGTERM to all first, then wait for each: one by one, every broker's controlled shutdown
+        # would wait for the previous one's.
         for b in self.brokers.values():
             if b.alive and b.proc is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(b.proc.pid, signal.SIGCONT)
+                    os.kill(b.proc.pid, signal.SIGTERM)
+        for b in self.brokers.values():
             with contextlib.suppress(Exception):
                 b.stop(timeout_s=10)
             if b.alive:
                 b.kill9()
+        for gate in self.gates.values():
+            gate.close()
         if self.zk is not None:
             self.zk.stop()
 
@@ -242,9 +414,10 @@ class LocalCluster:
         assert f"Created topic {topic}." in out, out
 
 
-def start_cluster(data_dir: Path, size: int = 3, props: Mapping[str, str] | None = None) -> LocalCluster:
+def start_cluster(data_dir: Path, size: int = 3, props: Mapping[str, str] | None = None, *,
+                  zk_gates: bool = False) -> LocalCluster:
     """Start a cluster; if start-up fails part way, stop what did start before re-raising."""
-    cluster = LocalCluster(data_dir, size, dict(props or {}))
+    cluster = LocalCluster(data_dir, size, dict(props or {}), zk_gates=zk_gates)
     try:
         return cluster.start()
     except BaseException:
