@@ -521,6 +521,7 @@ class Broker:
                             data.diverging_epoch = (decision.diverging_epoch.epoch, decision.diverging_epoch.end_offset)
                         if decision.read_records and not self.replicas.leader_throttled(name, fp.partition, decision.in_sync,
                                                                                        replica_id):
+                            limit = self.replicas.leader_read_limit(name, fp.partition, decision.in_sync, replica_id, limit)
                             result = hosted.plog.read(fp.fetch_offset, limit, max_offset=None, min_one_batch=total == 0)
                             data.records = result.slices
                             total += result.size_bytes

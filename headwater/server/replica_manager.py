@@ -170,6 +170,13 @@ class ReplicaManager:
         self._wake_after(topic, partition, delay_ms(limiters, now))
         return True
 
+    def leader_read_limit(self, topic: str, partition: int, in_sync: bool, replica_id: int, limit: int) -> int:
+        """A metered follower gets at most 1 MiB per answer, however much it asked for, so the debt
+        one answer leaves stays small and the copy flows evenly."""
+        if self._leader_limiters(topic, partition, in_sync, replica_id):
+            return min(limit, FETCH_PARTITION_MAX_BYTES)
+        return limit
+
     def record_leader_bytes(self, topic: str, partition: int, in_sync: bool, size_bytes: int, replica_id: int = -1) -> None:
         record_all(self._leader_limiters(topic, partition, in_sync, replica_id), size_bytes, now_ms())
 
@@ -535,9 +542,14 @@ class ReplicaManager:
             # A held-back partition must not wait behind a long poll of the in-sync ones: the
             # request returns by the time its budget allows it to fetch again.
             max_wait_ms = FETCH_MAX_WAIT_MS if throttle_wait_ms is None else max(1, min(FETCH_MAX_WAIT_MS, throttle_wait_ms))
-            by_topic: dict[str, list[tuple[int, FetchRequestFields, Hosted]]] = {}
-            for (topic, partition), (h, fields) in requests.items():
-                by_topic.setdefault(topic, []).append((partition, fields, h))
+            # A partition that is not metered may take a share of the whole response budget: a
+            # lone partition catching up (a reassignment's new replica) then moves 10 MiB per round
+            # trip instead of 1 MiB, and the copy is no longer bound by round trips.
+            share = max(FETCH_PARTITION_MAX_BYTES, FETCH_MAX_BYTES // len(requests))
+            by_topic: dict[str, list[tuple[int, FetchRequestFields, Hosted, int]]] = {}
+            for key, (h, fields) in requests.items():
+                limit = FETCH_PARTITION_MAX_BYTES if key in reserved else share
+                by_topic.setdefault(key[0], []).append((key[1], fields, h, limit))
             T = fetch_cls.FetchTopic
             P = T.FetchPartition
             req = fetch_cls(
@@ -546,8 +558,8 @@ class ReplicaManager:
                 topics=[T(topic=topic, partitions=[P(partition=p, current_leader_epoch=f.current_leader_epoch,
                                                      fetch_offset=f.fetch_offset, last_fetched_epoch=f.last_fetched_epoch,
                                                      log_start_offset=h.plog.log_start_offset,
-                                                     partition_max_bytes=FETCH_PARTITION_MAX_BYTES)
-                                                   for p, f, h in items]) for topic, items in by_topic.items()],
+                                                     partition_max_bytes=limit)
+                                                   for p, f, h, limit in items]) for topic, items in by_topic.items()],
                 forgotten_topics_data=[], rack_id="",
             )
             fetched: dict[tuple[str, int], int] = {}
