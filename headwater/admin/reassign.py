@@ -335,13 +335,58 @@ def replica_sizes(cluster: Cluster, broker_ids: Iterable[int]) -> dict[tuple[str
     return out
 
 
-def watch_progress(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], interval_s: float) -> None:
-    """A live view of the moves in ``plan`` until none is active: bytes copied per adding replica."""
+@dataclass(frozen=True)
+class CopyProgress:
+    """One adding replica of a moving partition: bytes it holds against the largest source replica."""
+
+    tp: TopicPartition
+    replicas: tuple[int, ...]
+    broker: int
+    copied: int
+    source: int
+
+    @property
+    def share(self) -> float:
+        return min(1.0, self.copied / self.source) if self.source else 1.0
+
+
+def copy_progress(ongoing: Mapping[TopicPartition, Ongoing],
+                  sizes: Mapping[tuple[str, int, int], int]) -> list[CopyProgress]:
+    out = []
+    for tp, o in sorted(ongoing.items()):
+        source = max((sizes.get((tp[0], tp[1], b), 0) for b in o.replicas if b not in o.adding), default=0)
+        out += [CopyProgress(tp, tuple(o.replicas), b, sizes.get((tp[0], tp[1], b), 0), source) for b in o.adding]
+    return out
+
+
+def watch_progress(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], interval_s: float,
+                   console: Any = None) -> None:
+    """Follow the moves in ``plan`` until none is active: bytes copied per adding replica.
+
+    On a terminal, a live table with progress bars. Otherwise (a pipe, a log file, CI), plain lines a
+    script can read: a partition's line when it completes, and a progress line whenever the totals
+    change, at most once per ``interval_s``.
+    """
     from rich.console import Console
+
+    console = console or Console()
+
+    def poll() -> tuple[dict[TopicPartition, Ongoing], list[CopyProgress]]:
+        ongoing = {tp: o for tp, o in cluster.ongoing().items() if tp in plan}
+        brokers = {b for o in ongoing.values() for b in o.replicas}
+        return ongoing, copy_progress(ongoing, replica_sizes(cluster, brokers) if ongoing else {})
+
+    if console.is_terminal:
+        _watch_live(console, plan, poll, interval_s)
+    else:
+        _watch_plain(plan, poll, interval_s)
+
+
+def _watch_live(console: Any, plan: Mapping[TopicPartition, list[int]], poll: Any, interval_s: float) -> None:
     from rich.live import Live
     from rich.table import Table
 
-    def table(ongoing: Mapping[TopicPartition, Ongoing], sizes: Mapping[tuple[str, int, int], int]) -> Table:
+    def table(ongoing: Mapping[TopicPartition, Ongoing], copies: list[CopyProgress]) -> Table:
         t = Table(title="Reassignment progress")
         for col in ("partition", "replicas", "adding", "copied", "progress"):
             t.add_column(col, justify="right")
@@ -349,27 +394,42 @@ def watch_progress(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], i
             o = ongoing.get(tp)
             if o is None:
                 t.add_row(_tp(tp), ",".join(map(str, plan[tp])), "", "", "[green]completed[/]")
-                continue
-            source = max((sizes.get((tp[0], tp[1], b), 0) for b in o.replicas if b not in o.adding), default=0)
-            if not o.adding:
+            elif not o.adding:
                 t.add_row(_tp(tp), ",".join(map(str, o.replicas)), "", "", "removing replicas")
-            for b in o.adding:
-                copied = sizes.get((tp[0], tp[1], b), 0)
-                share = min(1.0, copied / source) if source else 1.0
-                bar = "#" * int(share * 20) + "." * (20 - int(share * 20))
-                t.add_row(_tp(tp), ",".join(map(str, o.replicas)), str(b), f"{copied:,} / {source:,} B",
-                          f"{bar} {share:5.1%}")
+            for c in (c for c in copies if c.tp == tp):
+                bar = "#" * int(c.share * 20) + "." * (20 - int(c.share * 20))
+                t.add_row(_tp(tp), ",".join(map(str, c.replicas)), str(c.broker), f"{c.copied:,} / {c.source:,} B",
+                          f"{bar} {c.share:5.1%}")
         return t
 
-    console = Console()
     with Live(console=console, refresh_per_second=4) as live:
         while True:
-            ongoing = {tp: o for tp, o in cluster.ongoing().items() if tp in plan}
-            brokers = {b for o in ongoing.values() for b in o.replicas}
-            live.update(table(ongoing, replica_sizes(cluster, brokers) if ongoing else {}))
+            ongoing, copies = poll()
+            live.update(table(ongoing, copies))
             if not ongoing:
                 break
             time.sleep(interval_s)
+
+
+def _watch_plain(plan: Mapping[TopicPartition, list[int]], poll: Any, interval_s: float) -> None:
+    started = time.monotonic()
+    reported: set[TopicPartition] = set()
+    last = ""
+    while True:
+        ongoing, copies = poll()
+        for tp in sorted(plan):
+            if tp not in ongoing and tp not in reported:
+                reported.add(tp)
+                click.echo(f"Partition {_tp(tp)}: completed")
+        copied, source = sum(min(c.copied, c.source) for c in copies), sum(c.source for c in copies)
+        line = (f"Progress: {len(reported)}/{len(plan)} partitions completed; {len(copies)} replicas copying, "
+                f"{copied:,} of {source:,} bytes copied ({copied / source if source else 1.0:.1%})")
+        if line != last:
+            click.echo(f"[{time.monotonic() - started:7.1f}s] {line}")
+            last = line
+        if not ongoing:
+            break
+        time.sleep(interval_s)
 
 
 def clear_throttles(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], echo: Any) -> None:
