@@ -31,14 +31,24 @@ LIVE_FIRST_SEQ = 10**9  # live producers number from here, bulk loads from 0: no
 
 
 def value_of(seq: int, size: int) -> bytes:
+    """Message ``seq``'s value: its number, then filler that depends on it (so a value read back can be
+    checked whole without keeping what was sent: a gigabyte of it would not fit the test's memory)."""
     head = str(seq).zfill(SEQ_BYTES).encode()
-    return head + b"v" * max(0, size - len(head))
+    filler = bytes([97 + seq % 26]) * max(0, size - len(head))
+    return head + filler
+
+
+def seq_of(value: bytes) -> int:
+    """The number of a message read back; fails if any byte of it is not what was produced."""
+    seq = int(value[:SEQ_BYTES])
+    assert value == value_of(seq, len(value)), f"message {seq} reads back corrupted"
+    return seq
 
 
 class LiveProducer(threading.Thread):
     """Produces numbered messages at about ``rate_per_s`` until ``stop()``; keeps every acknowledgement.
 
-    ``acked`` holds (partition, offset, value); ``errors`` what was not acknowledged (expected to stay
+    ``acked`` holds (partition, offset, message number); ``errors`` what was not acknowledged (expected to stay
     empty: librdkafka retries through leader moves, and only a message it gives up on lands here)."""
 
     def __init__(self, bootstrap: str, topic: str, rate_per_s: float = 500, value_bytes: int = 200,
@@ -48,7 +58,7 @@ class LiveProducer(threading.Thread):
         self.rate_per_s = rate_per_s
         self.value_bytes = value_bytes
         self.next_seq = first_seq
-        self.acked: list[tuple[int, int, bytes]] = []
+        self.acked: list[tuple[int, int, int]] = []
         self.errors: list[str] = []
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -58,7 +68,7 @@ class LiveProducer(threading.Thread):
     def _on_delivery(self, err: Any, msg: Any) -> None:
         with self._lock:
             if err is None:
-                self.acked.append((msg.partition(), msg.offset(), msg.value()))
+                self.acked.append((msg.partition(), msg.offset(), int(msg.value()[:SEQ_BYTES])))
             else:
                 self.errors.append(f"{msg.value()[:SEQ_BYTES]!r}: {err}")
 
@@ -99,38 +109,40 @@ class LiveProducer(threading.Thread):
 
 
 class LiveConsumer(threading.Thread):
-    """Reads every partition of ``topic`` from the start until ``stop()``; measures the largest pause
-    between two consecutive records (after the first one) while records keep being produced."""
+    """Reads ``topic`` from ``start_offsets`` until ``stop()``, keeping every message number it got, and
+    measures the largest pause between two consecutive records of one partition: a partition whose
+    leader moves stalls there while the others go on, so only a per-partition gap shows the stall."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, start_offsets: Mapping[int, int]) -> None:
         super().__init__(name=f"consumer-{topic}", daemon=True)
         self.topic = topic
-        self.partitions = partitions
+        self.start_offsets = dict(start_offsets)
         self.bootstrap = bootstrap
-        self.received = 0
+        self.seqs: list[int] = []
         self.max_gap_s = 0.0
-        self.max_gap_at = 0.0
+        self.max_gap_partition = -1
         self.errors: list[str] = []
         self._stopping = threading.Event()
-        self.measuring = threading.Event()  # set by the test while the producer is known to be running
 
     def run(self) -> None:
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"live-{self.topic}",
                       "enable.auto.commit": False, "fetch.wait.max.ms": 100, "log_level": 3})
         try:
-            c.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
-            last = None
+            c.assign([TopicPartition(self.topic, p, o) for p, o in self.start_offsets.items()])
+            last: dict[int, float] = {}
             while not self._stopping.is_set():
                 for m in c.consume(1000, 0.1):
                     if m.error() is not None:
                         if not m.error().retriable() and m.error().code() != -191:  # -191: partition EOF
                             self.errors.append(str(m.error()))
                         continue
-                    now = time.monotonic()
-                    if last is not None and self.measuring.is_set() and now - last > self.max_gap_s:
-                        self.max_gap_s, self.max_gap_at = now - last, now
-                    last = now
-                    self.received += 1
+                    now, p = time.monotonic(), m.partition()
+                    if p in last and now - last[p] > self.max_gap_s:
+                        self.max_gap_s, self.max_gap_partition = now - last[p], p
+                    last[p] = now
+                    self.seqs.append(seq_of(m.value()))
+        except Exception as exc:  # surfaced by the test through ``errors``
+            self.errors.append(repr(exc))
         finally:
             c.close()
 
@@ -139,8 +151,9 @@ class LiveConsumer(threading.Thread):
         self.join(30)
 
 
-def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 120) -> dict[int, dict[int, bytes]]:
-    """Every record of every partition, from the log start to the end offsets at the time of the call."""
+def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 300) -> dict[int, dict[int, int]]:
+    """Every record of every partition, from the log start to the end offsets at the time of the call,
+    as offset -> message number; each value is checked whole as it is read."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False,
                   "log_level": 3})
     try:
@@ -148,7 +161,7 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 1
         for p in range(partitions):
             ends[p] = wait_for(lambda p=p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] + 1,
                                60, f"the end offset of {topic}-{p}") - 1
-        out: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
+        out: dict[int, dict[int, int]] = {p: {} for p in range(partitions)}
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + timeout_s
         while any(len(out[p]) < ends[p] for p in out):
@@ -156,34 +169,34 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 1
                 f"read {sum(map(len, out.values()))} of {sum(ends.values())} records of {topic} in {timeout_s} s"
             for m in c.consume(10000, 0.5):
                 if m.error() is None and m.offset() < ends[m.partition()]:
-                    out[m.partition()][m.offset()] = m.value()
+                    out[m.partition()][m.offset()] = seq_of(m.value())
         return out
     finally:
         c.close()
 
 
-def check_acked(read: Mapping[int, Mapping[int, bytes]], acked: Iterable[tuple[int, int, bytes]]) -> int:
+def check_acked(read: Mapping[int, Mapping[int, int]], acked: Iterable[tuple[int, int, int]]) -> int:
     """Every acknowledged message is at its offset; no message number appears twice. Returns the count."""
     n = 0
-    for p, offset, value in acked:
+    for p, offset, seq in acked:
         got = read.get(p, {}).get(offset)
-        assert got == value, f"acknowledged message {value[:SEQ_BYTES]!r} at {p}:{offset} reads back as {got!r}"
+        assert got == seq, f"acknowledged message {seq} at {p}:{offset} reads back as {got}"
         n += 1
-    seqs = Counter(v[:SEQ_BYTES] for records in read.values() for v in records.values())
+    seqs = Counter(seq for records in read.values() for seq in records.values())
     twice = [s for s, k in seqs.items() if k > 1]
     assert not twice, f"{len(twice)} messages are in the log more than once, e.g. {twice[:5]}"
     return n
 
 
 def produce_bulk(bootstrap: str, topic: str, total_bytes: int, value_bytes: int = 10240,
-                 first_seq: int = 0) -> list[tuple[int, int, bytes]]:
-    """As fast as the cluster takes it (acks=all); returns what was acknowledged."""
-    acked: list[tuple[int, int, bytes]] = []
+                 first_seq: int = 0) -> list[tuple[int, int, int]]:
+    """As fast as the cluster takes it (acks=all); returns what was acknowledged (partition, offset, number)."""
+    acked: list[tuple[int, int, int]] = []
     failed: list[str] = []
 
     def cb(err: Any, msg: Any) -> None:
         if err is None:
-            acked.append((msg.partition(), msg.offset(), msg.value()))
+            acked.append((msg.partition(), msg.offset(), int(msg.value()[:SEQ_BYTES])))
         else:
             failed.append(str(err))
 

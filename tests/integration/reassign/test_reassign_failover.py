@@ -20,6 +20,8 @@ How each phase is caught on real processes:
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,12 +259,33 @@ def test_target_broker_killed_mid_copy_resumes_when_it_returns(cluster: LocalClu
     # Nothing completes without it: the move waits (and the rest of the cluster keeps serving).
     wait_for(lambda: c not in cluster.metadata()[1], 30, f"broker {c} gone from the cluster")
     assert zk_assignment(cluster, topic)[0].adding == [c, d]
-    run_cli("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "topics",
-            "--entity-name", topic, "--delete-config", "follower.replication.throttled.replicas")
-    cluster.restart(c)
-    # It goes on from what it had: the copy made before the kill is still there.
-    assert dir_bytes(copy) >= copied
-    wait_moved(cluster, topic, targets, removed={0: [a, b]})
+    # An operator follows it with the tool's live view (a separate process; no terminal, so plain lines).
+    plan = write_plan(cluster, topic, targets)
+    watch = subprocess.Popen([sys.executable, "-m", "headwater", "reassign", "--bootstrap-server", cluster.bootstrap,
+                              "--verify", "--watch", "--reassignment-json-file", str(plan)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    try:
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(watch.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        wait_for(lambda: any("Progress: 0/1 partitions completed; 2 replicas copying" in x for x in lines), 30,
+                 "the watch showing the move in progress")
+        run_cli("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "topics",
+                "--entity-name", topic, "--delete-config", "follower.replication.throttled.replicas")
+        cluster.restart(c)
+        # It goes on from what it had: the copy made before the kill is still there.
+        assert dir_bytes(copy) >= copied
+        wait_moved(cluster, topic, targets, removed={0: [a, b]})
+        assert watch.wait(60) == 0, "".join(lines)
+        reader.join(10)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    output = "".join(lines)
+    assert f"Partition {topic}-0: completed" in output, output
+    assert "Progress: 1/1 partitions completed" in output, output
+    assert f"Reassignment of partition {topic}-0 is completed." in output, output
     clear_throttle(cluster, topic, [c, d])
     finish(cluster, producer, topic, 1)
 
