@@ -386,7 +386,11 @@ class ClusterMember:
     async def _controller_request(self, event: ev.Event) -> Any:
         if self.shell is None:
             return not_controller_response(event)
-        return await self.shell.request(event)
+        result = await self.shell.request(event)
+        # A controller that resigns (fenced, or its session expired) with the event still queued
+        # answers None for events its shell does not count as requests (the reassignment ones among
+        # them); the client must still get NOT_CONTROLLER, so that it asks the new controller.
+        return result if result is not None else not_controller_response(event)
 
     def is_controller(self) -> bool:
         return self.shell is not None and self.shell.active

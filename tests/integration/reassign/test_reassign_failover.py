@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_support import LocalCluster, ZkGate, run_cli, start_cluster, wait_for
+from cluster_support import LocalCluster, ZkGate, pause, resume, run_cli, start_cluster, wait_for
 from reassign_support import (
     LiveProducer,
     check_acked,
@@ -314,3 +314,33 @@ def test_cancel_while_copying_restores_the_original_replicas(cluster: LocalClust
     config = cluster.zk_json(f"/config/topics/{topic}")
     assert config is not None and not any("throttled" in k for k in config[0].get("config", {})), config
     finish(cluster, producer, topic, 2)
+
+
+def test_reassignment_request_held_by_a_paused_controller_is_redirected(cluster: LocalCluster) -> None:
+    """A controller paused (think GC, a stalled VM) with an AlterPartitionReassignments in its socket is
+    replaced; when it resumes it must answer NOT_CONTROLLER, so the client sends the request to the new
+    controller, rather than drop the connection with the request unanswered."""
+    controller, (a, b, c, d) = roles(cluster)
+    topic = "paused-controller"
+    create(cluster, topic, [[a, b]])
+    targets = {0: [c, d]}
+    outcome: list[object] = []
+
+    def alter() -> None:
+        try:
+            with AdminClient(cluster.bootstrap, timeout_s=60) as client:
+                client.refresh()
+                outcome.append(Cluster(client).alter({(topic, p): r for p, r in targets.items()}))
+        except AdminError as exc:
+            outcome.append(exc)
+
+    pause(cluster.pid(controller))
+    try:
+        requester = threading.Thread(target=alter, daemon=True)
+        requester.start()
+        cluster.wait_new_controller(controller, timeout_s=60)
+    finally:
+        resume(cluster.pid(controller))
+    requester.join(90)
+    assert outcome == [{(topic, 0): (0, None)}], outcome
+    wait_moved(cluster, topic, targets, removed={0: [a, b]})
