@@ -28,6 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -63,19 +65,21 @@ def online_count(bootstrap: str, names: list[str]) -> int:
     return sum(1 for t in meta.topics if t.error_code == 0 for p in t.partitions if p.leader_id >= 0)
 
 
-def try_create(bootstrap: str, name: str) -> bool:
+def try_create(bootstrap: str, name: str) -> tuple[bool, str]:
+    """One CreateTopics at the controller Metadata names; (success, what happened) for the progress log."""
     T = CreateTopicsRequest.CreatableTopic
     try:
         with AdminClient(bootstrap, timeout_s=2) as client:
             client.refresh()
             if client.controller_id < 0:
-                return False
+                return False, "no controller in Metadata"
             resp = client.send(CreateTopicsRequest, dict(
                 topics=[T(name=name, num_partitions=1, replication_factor=2, assignments=[], configs=[])],
                 timeout_ms=2000, validate_only=False), node_id=client.controller_id)
-            return [t.error_code for t in resp.topics] == [0]
-    except (AdminError, OSError):
-        return False
+            codes = [t.error_code for t in resp.topics]
+            return codes == [0], f"controller {client.controller_id}: {codes}"
+    except (AdminError, OSError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
 
 
 def main() -> None:
@@ -83,6 +87,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=10_000)
     ap.add_argument("--per-topic", type=int, default=1000)
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
+    ap.add_argument("--profile-dir", type=Path, default=None,
+                    help="record the surviving brokers with py-spy (raw stacks) from the kill on, for --profile-s")
+    ap.add_argument("--profile-s", type=int, default=30)
     args = ap.parse_args()
     topics = [f"bulk-{i:03d}" for i in range((args.partitions + args.per_topic - 1) // args.per_topic)]
     sizes = [min(args.per_topic, args.partitions - i * args.per_topic) for i in range(len(topics))]
@@ -117,10 +124,25 @@ def main() -> None:
                 return True
 
             cluster.kazoo.DataWatch("/controller", watch)
+            spies = []
+            if args.profile_dir is not None:
+                args.profile_dir.mkdir(parents=True, exist_ok=True)
+                spy = Path(sys.executable).with_name("py-spy")
+                spies = [subprocess.Popen([str(spy), "record", "--pid", str(cluster.pid(b)), "-d", str(args.profile_s),
+                                           "-r", "200", "-f", "raw", "-o", str(args.profile_dir / f"broker-{b}.txt")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         for b in sorted(cluster.brokers) if b != old]
             t_kill = time.monotonic()
             cluster.brokers[old].kill9()
             i = 0
-            while not try_create(cluster.bootstrap, f"probe-{i}"):
+            last = ""
+            while True:
+                ok, what = try_create(cluster.bootstrap, f"probe-{i}")
+                if what != last:  # each new outcome once, with the time since the kill
+                    print(f"+{time.monotonic() - t_kill:6.2f} s probe: {what}", file=sys.stderr)
+                    last = what
+                if ok:
+                    break
                 i += 1
                 time.sleep(0.02)
             t_served = time.monotonic()
@@ -130,6 +152,11 @@ def main() -> None:
             out["kill_to_create_ms"] = round((t_served - t_kill) * 1000)
             out["expiry_to_create_ms"] = round((t_served - gone_at[0]) * 1000)
             out["new_controller"] = new
+            for proc in spies:
+                proc.wait()
+            if args.profile_dir is not None:
+                for b in sorted(cluster.brokers):
+                    shutil.copy(cluster.brokers[b].log_path, args.profile_dir / f"broker-{b}.log")
         finally:
             cluster.stop()
     print(json.dumps(out))

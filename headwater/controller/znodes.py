@@ -57,11 +57,15 @@ class ReplicaAssignment:
     @property
     def origin_replicas(self) -> tuple[int, ...]:
         """ORS = RS - AR: the replicas before the reassignment (the only persistent copy of them)."""
+        if not self.adding_replicas:
+            return self.replicas
         return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
     @property
     def target_replicas(self) -> tuple[int, ...]:
         """TRS = RS - RR, in target order."""
+        if not self.removing_replicas:
+            return self.replicas
         return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
     @property

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
 SEND_RETRY_S = 0.3
 CONFIG_TOPICS = "/config/topics"
+SLOW_EVENT_S = 0.2  # events that take longer are logged with their parts' times
 MULTI_MAX_OPS = 1000
 MULTI_MAX_BYTES = 256 << 10
 """A multi stays far below ZooKeeper's 1 MiB request limit (jute.maxbuffer), response included."""
@@ -81,11 +83,15 @@ class ControllerShell:
     # --- lifecycle ----------------------------------------------------------------------------------
 
     async def start(self, epoch: int, epoch_zk_version: int) -> None:
+        started = time.monotonic()
         tree = await self._read_tree()
         legacy = tree.get(PATHS.REASSIGN_PARTITIONS)
         if legacy is not None:
             self._legacy_seen = legacy.czxid  # the snapshot carries it; the watch must not repeat it
+        read = time.monotonic()
         snapshot = snapshot_from_znodes(tree)
+        log.info("controller %d read %d znodes in %.0f ms, decoded them in %.0f ms", self.broker_id, len(tree),
+                 (read - started) * 1000, (time.monotonic() - read) * 1000)
         self.active = True
         self._task = asyncio.get_running_loop().create_task(self._run())
         self.submit(ev.ControllerElected(epoch, epoch_zk_version, snapshot))
@@ -211,7 +217,9 @@ class ControllerShell:
                 pending.reply.set_result(response)
 
     async def _process(self, event: ev.Event) -> Any:
+        started = time.monotonic()
         result = self.core.handle(event)
+        handled = time.monotonic()
         try:
             await self._write_all(result.writes)
         except ControllerMovedError:
@@ -220,6 +228,12 @@ class ControllerShell:
             return not_controller_response(event) if _is_request(event) else None
         for req in result.requests:
             self._outbox(req.broker_id).put_nowait(req)
+        done = time.monotonic()
+        if done - started > SLOW_EVENT_S:
+            log.info("controller %d: %s took %.0f ms (decide %.0f ms; %d writes %.0f ms; %d requests, %d partition entries)",
+                     self.broker_id, type(event).__name__, (done - started) * 1000, (handled - started) * 1000,
+                     len(result.writes), (done - handled) * 1000, len(result.requests),
+                     sum(len(r.partitions) for r in result.requests))
         return result.response
 
     async def _write_all(self, writes: Sequence[fx.ZkWrite]) -> None:
@@ -228,8 +242,11 @@ class ControllerShell:
 
         A multi is atomic and ZooKeeper runs one session's requests in order, so consecutive writes
         may share a multi (one round trip and one log append for up to MULTI_MAX_OPS writes) without
-        changing what ZooKeeper can be left holding: some prefix of ``writes``. The multis are sent
-        one after the other, never pipelined: if one fails, nothing after it may run. A recursive
+        changing what ZooKeeper can be left holding: some prefix of ``writes``. Multis go out one
+        after the other, so that nothing runs after a failed one, except within a run of partition
+        state writes that all name different partitions (a failover's ISR changes, a new topic's
+        states): each of those stands on its own, so their multis are sent at once and a failure
+        only means the controller resigns with some of them applied, as after a crash. A recursive
         delete lists its subtree first, so it goes in a multi of its own.
         """
         i = 0
@@ -239,29 +256,40 @@ class ControllerShell:
                 self.core.apply(writes[i])
                 i += 1
                 continue
-            chunk: list[fx.ZkWrite] = []
-            size = 0
-            while (i < len(writes) and len(chunk) < MULTI_MAX_OPS and size < MULTI_MAX_BYTES
-                   and not (writes[i].op == fx.ZkOp.DELETE and writes[i].recursive)
-                   and (not chunk or writes[i].controller_epoch_version == chunk[0].controller_epoch_version)):
-                chunk.append(writes[i])
-                size += len(writes[i].path) + len(writes[i].data or b"") + 32
-                i += 1
-            await self._write_chunk(chunk)
-            for write in chunk:
-                self.core.apply(write)
+            run_end = _independent_run_end(writes, i)
+            if run_end == i:  # not a run of independent state writes: one multi
+                run_end = _chunk_end(writes, i)
+            chunks: list[list[fx.ZkWrite]] = []
+            while i < run_end:
+                end = min(_chunk_end(writes, i), run_end)
+                chunks.append(list(writes[i:end]))
+                i = end
+            parents = list(dict.fromkeys(p for chunk in chunks for w in chunk for p in w.parents))
+            missing = {p for p, there in zip(parents, await self.zk.exists_many(parents), strict=True) if not there}
+            multis = [self._multi_ops(chunk, missing) for chunk in chunks]
+            epoch_version = chunks[0][0].controller_epoch_version
+            if len(multis) == 1:
+                await self.zk.fenced(epoch_version, multis[0])
+                outcomes: list[BaseException | list[Any]] = [[]]
+            else:
+                outcomes = await asyncio.gather(*(self.zk.fenced(epoch_version, ops) for ops in multis),
+                                                return_exceptions=True)
+            for chunk, outcome in zip(chunks, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                for write in chunk:
+                    self.core.apply(write)
 
-    async def _write_chunk(self, chunk: list[fx.ZkWrite]) -> None:
-        parents = list(dict.fromkeys(p for w in chunk for p in w.parents))
-        missing = {p for p, there in zip(parents, await self.zk.exists_many(parents), strict=True) if not there}
+    @staticmethod
+    def _multi_ops(chunk: list[fx.ZkWrite], missing: set[str]) -> list[tuple[str, str, bytes | None, int]]:
         ops: list[tuple[str, str, bytes | None, int]] = []
         for write in chunk:
             for parent in write.parents:
                 if parent in missing:
                     ops.append(("create", parent, b"", -1))
-                    missing.discard(parent)  # an earlier write of this multi creates it
+                    missing.discard(parent)  # an earlier write (of this or an earlier multi) creates it
             ops.append((write.op.value, write.path, write.data, write.expected_version))
-        await self.zk.fenced(chunk[0].controller_epoch_version, ops)
+        return ops
 
     async def _write(self, write: fx.ZkWrite) -> None:
         ops: list[tuple[str, str, bytes | None, int]] = []
@@ -306,7 +334,11 @@ class ControllerShell:
                 if live is None:
                     break  # the broker is gone; what it missed it gets again when it registers
                 try:
+                    sent = time.monotonic()
                     await self._send(broker_id, req)
+                    if time.monotonic() - sent > SLOW_EVENT_S:
+                        log.info("controller %d: %s of %d partitions to broker %d answered in %.0f ms", self.broker_id,
+                                 type(req).__name__, len(req.partitions), broker_id, (time.monotonic() - sent) * 1000)
                     break
                 except ChannelError as exc:
                     log.debug("request to broker %d failed: %s; retrying", broker_id, exc)
@@ -368,6 +400,31 @@ class ControllerShell:
                                                          security_protocol=0)], rack=b.rack)
                           for b in req.live_brokers],
         )
+
+
+def _chunk_end(writes: Sequence[fx.ZkWrite], start: int) -> int:
+    """End of the multi that starts at ``start``: MULTI_MAX_OPS writes or MULTI_MAX_BYTES, one controller
+    epoch version, no recursive delete."""
+    i, size = start, 0
+    while (i < len(writes) and i - start < MULTI_MAX_OPS and size < MULTI_MAX_BYTES
+           and not (writes[i].op == fx.ZkOp.DELETE and writes[i].recursive)
+           and writes[i].controller_epoch_version == writes[start].controller_epoch_version):
+        size += len(writes[i].path) + len(writes[i].data or b"") + 32
+        i += 1
+    return i
+
+
+def _independent_run_end(writes: Sequence[fx.ZkWrite], start: int) -> int:
+    """End of the run of partition state writes from ``start`` that name distinct partitions (``start``
+    itself when there is no such run of more than one multi)."""
+    seen: set[str] = set()
+    i = start
+    while (i < len(writes) and isinstance(writes[i].change, fx.PartitionStateWritten)
+           and writes[i].op != fx.ZkOp.DELETE and writes[i].path not in seen
+           and writes[i].controller_epoch_version == writes[start].controller_epoch_version):
+        seen.add(writes[i].path)
+        i += 1
+    return i if i - start > MULTI_MAX_OPS else start
 
 
 def _is_request(event: ev.Event) -> bool:

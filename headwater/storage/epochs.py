@@ -7,12 +7,12 @@ Rules (Kafka's ``LeaderEpochFileCache``):
   epoch always wins over stale entries after a truncation;
 - truncating the log's end drops entries starting at or after the new end; raising the log start
   keeps the last entry at or below it and moves its start up to the new log start.
-Every change is written to ``leader-epoch-checkpoint`` atomically at once, and made durable (fsync)
-by ``sync``, which the log runs before it moves its recovery point: a controller failover makes
-thousands of partitions change leader at once, and two fsyncs each kept a broker busy for seconds.
-This loses nothing: after an operating system crash, entries that start below the recovery point
-were synced, entries above it are re-derived from the batches that recovery scans (and dropped with
-them), and an epoch without batches answers OffsetForLeaderEpoch as if it were absent.
+Changes are written to ``leader-epoch-checkpoint`` (atomically, with fsync) by ``sync``, which the
+log runs before it moves its recovery point (flush, roll, close), not at every change: a controller
+failover makes thousands of partitions change leader at once, and a file write per partition kept a
+broker busy for seconds. This loses nothing on a crash: entries that start below the recovery
+point were synced; entries above it are re-derived from the batches that recovery scans (and
+dropped with them); an epoch without batches answers OffsetForLeaderEpoch as if it were absent.
 """
 
 from __future__ import annotations
@@ -94,12 +94,14 @@ class LeaderEpochCache:
         self._write()
 
     def ensure_file(self) -> None:
+        """The file exists from the log's creation on (as in Kafka), written without fsync: losing an
+        empty file loses nothing, and entries still waiting for ``sync`` stay marked as such."""
         if not self.path.exists():
-            self._write()
+            with self._lock:
+                write_epochs(self.path, self._entries, durable=False)
 
     def _write(self) -> None:
         with self._lock:
-            write_epochs(self.path, self._entries, durable=False)
             self._unsynced = True
 
     def sync(self) -> None:

@@ -245,6 +245,7 @@ class PartitionLog:
         self.epochs.truncate_from_start(self._log_start_offset)
         self.epochs.ensure_file()
         self._rebuild_producer_state(leo)
+        self.epochs.sync()  # what recovery re-derived must be on disk before the recovery point says LEO
         self._recovery_point = leo
         self.high_watermark = high_watermark
         for seg in self._segments[:-1]:
@@ -420,6 +421,7 @@ class PartitionLog:
         new_base = old.next_offset
         old.finalize_time_index()
         old.fsync()
+        self.epochs.sync()  # the recovery point moves to new_base below
         self._write_snapshot(new_base)
         new = LogSegment.create(self.directory, new_base)
         fsync_dir(self.directory)
@@ -724,6 +726,8 @@ class PartitionLog:
         closed only ``max(file.delete.delay.ms, IDLE_FILE_MS)`` after its last read, the same grace
         a deleted segment gets. The next read opens it again. Returns how many were closed.
         """
+        if len(self._segments) == 1:
+            return 0  # the usual case, and the broker asks every second for each of its logs
         idle_ms = max(self.config.file_delete_delay_ms, IDLE_FILE_MS)
         closed = 0
         with self._lock:

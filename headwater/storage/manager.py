@@ -60,6 +60,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
         self._topic_configs: dict[str, LogConfig] = {}
+        self._checkpointed: dict[Path, dict[tuple[str, int], int]] = {}  # what checkpoint() last wrote
         # (due time, log whose fds close then, renamed directory)
         self._deleted_dirs: list[tuple[int, PartitionLog | None, Path]] = []
         self._loaded = False
@@ -188,22 +189,23 @@ class LogManager:
     # ---- background work -------------------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the three offset checkpoints of every log dir, each atomically."""
+        """Write the three offset checkpoints of every log dir, each atomically.
+
+        A file whose offsets did not change since this manager last wrote it is left alone: a
+        broker with 10,000 idle partitions otherwise rewrote (and fsynced) 30,000 lines every 5 s.
+        """
         for log_dir in self.log_dirs:
             logs = [p for key, p in self._logs.items() if self._dir_of[key] == log_dir]
             try:
-                write_offsets(
-                    log_dir / RECOVERY_POINT_CHECKPOINT,
-                    {(p.topic, p.partition): p.recovery_point for p in logs},
-                )
-                write_offsets(
-                    log_dir / LOG_START_OFFSET_CHECKPOINT,
-                    {(p.topic, p.partition): p.log_start_offset for p in logs},
-                )
-                write_offsets(
-                    log_dir / REPLICATION_OFFSET_CHECKPOINT,
-                    {(p.topic, p.partition): p.high_watermark for p in logs},
-                )
+                for name, offsets in (
+                    (RECOVERY_POINT_CHECKPOINT, {(p.topic, p.partition): p.recovery_point for p in logs}),
+                    (LOG_START_OFFSET_CHECKPOINT, {(p.topic, p.partition): p.log_start_offset for p in logs}),
+                    (REPLICATION_OFFSET_CHECKPOINT, {(p.topic, p.partition): p.high_watermark for p in logs}),
+                ):
+                    path = log_dir / name
+                    if self._checkpointed.get(path) != offsets:
+                        write_offsets(path, offsets)
+                        self._checkpointed[path] = offsets
             except OSError as exc:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"checkpointing {log_dir}: {exc}") from exc
 

@@ -8,14 +8,24 @@ missing node in the middle of a chunk, chunk boundaries, and the fallback for se
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from headwater.admin.local import ZooKeeperProcess, free_port
+from headwater.controller import events as ev
+from headwater.controller.controller import ControllerConfig
+from headwater.controller.znodes import LeaderIsr, TopicPartition, decode_partition_state
+from headwater.metadata import zk as znodes
+from headwater.protocol.errors import ErrorCode
+from headwater.server.controller_shell import ControllerShell
 from headwater.server.zk import READ_CHUNK, ControllerMovedError, ZooKeeper
+
+PATHS = znodes.PATHS
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +53,7 @@ def test_bulk_reads_return_data_stats_and_none_for_missing_nodes(zk_server: ZooK
     n = READ_CHUNK * 2 + 7  # three chunks, the last one short
 
     async def body(zk: ZooKeeper) -> None:
-        await zk.ensure("/controller_epoch")
-        version = (await zk.get("/controller_epoch"))[1].version  # type: ignore[index]
+        version = await epoch_version(zk)
         await zk.ensure("/bulk")
         paths = [f"/bulk/n{i:05d}" for i in range(n)]
         for i in range(0, n, 500):
@@ -67,6 +76,15 @@ def test_bulk_reads_return_data_stats_and_none_for_missing_nodes(zk_server: ZooK
     run(zk_server, body)
 
 
+async def epoch_version(zk: ZooKeeper) -> int:
+    """The version of /controller_epoch (created as a controller election would find it)."""
+    with contextlib.suppress(NodeExistsError):
+        await zk.create(PATHS.CONTROLLER_EPOCH, znodes.encode_controller_epoch(0))
+    found = await zk.get(PATHS.CONTROLLER_EPOCH)
+    assert found is not None
+    return int(found[1].version)
+
+
 def paths_names(paths: list[str]) -> list[str]:
     return sorted(p.rsplit("/", 1)[1] for p in paths)
 
@@ -83,8 +101,7 @@ def test_bulk_reads_without_multiread_fall_back_to_single_requests(zk_server: Zo
 
 def test_a_fenced_multi_with_a_stale_epoch_version_writes_nothing(zk_server: ZooKeeperProcess) -> None:
     async def body(zk: ZooKeeper) -> None:
-        await zk.ensure("/controller_epoch")
-        version = (await zk.get("/controller_epoch"))[1].version  # type: ignore[index]
+        version = await epoch_version(zk)
         await zk.ensure("/fenced")
         with pytest.raises(ControllerMovedError):
             await zk.fenced(version + 1, [("create", f"/fenced/n{i}", b"x", -1) for i in range(50)])
@@ -94,3 +111,55 @@ def test_a_fenced_multi_with_a_stale_epoch_version_writes_nothing(zk_server: Zoo
         assert await zk.children("/fenced") == []  # the multi is atomic: the create rolled back too
 
     run(zk_server, body)
+
+
+def test_controller_shell_writes_in_multis_and_a_failover_reads_everything_back(zk_server: ZooKeeperProcess) -> None:
+    """2,500 partition states: created in chunked multis (parents once), then a failover with a dead
+    broker rewrites every ISR in pipelined multis; ZooKeeper and the cores agree throughout."""
+    n = 2500
+
+    async def body(zk: ZooKeeper) -> None:
+        await zk.create_top_level_paths()
+        nowhere = free_port()  # nothing listens: requests to brokers are retried until the shell stops
+        for b in (1, 2, 3):
+            reg = znodes.BrokerRegistration(b, (znodes.Endpoint("PLAINTEXT", "127.0.0.1", nowhere),), 0)
+            await zk.register_broker(b, znodes.encode_broker(reg))
+        won = await zk.elect_controller(1, 0)
+        assert won is not None
+        first = ControllerShell(1, zk, ControllerConfig(1, 3), on_resigned=lambda: None)
+        await first.start(*won)
+        resp = await first.request(ev.CreateTopicsRequested((ev.NewTopic("big", uuid.uuid4(), n, 3),)))
+        assert [t.error for t in resp.topics] == [ErrorCode.NONE]
+        created = dict(first.core.states)
+        await first.stop()
+        assert len(created) == n
+        assert len(await zk.children(PATHS.partitions("big"))) == n
+        assert await zk_states(zk, n) == created
+
+        # Broker 3 goes away, then a new controller takes over: every ISR loses it.
+        await zk.delete(PATHS.broker(3))
+        await zk.delete(PATHS.CONTROLLER)
+        won = await zk.elect_controller(2, 0)
+        assert won is not None
+        second = ControllerShell(2, zk, ControllerConfig(1, 3), on_resigned=lambda: None)
+        await second.start(*won)
+        listed = await second.request(ev.ListPartitionReassignmentsRequested())  # queued behind the election
+        assert listed.error == ErrorCode.NONE and second.active
+        after = dict(second.core.states)
+        await second.stop()
+        assert after == await zk_states(zk, n)
+        for tp, state in after.items():
+            assert 3 not in state.isr and state.partition_epoch == created[tp].partition_epoch + 1
+            assert state.leader != 3 and state.leader in state.isr
+
+    run(zk_server, body)
+
+
+async def zk_states(zk: ZooKeeper, n: int) -> dict[TopicPartition, LeaderIsr]:
+    found = await zk.get_many([PATHS.partition_state("big", p) for p in range(n)])
+    out = {}
+    for p, f in enumerate(found):
+        assert f is not None
+        tp = TopicPartition("big", p)
+        out[tp] = decode_partition_state(tp, f[0], f[1].version)
+    return out

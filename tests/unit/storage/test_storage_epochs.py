@@ -38,6 +38,7 @@ def test_checkpoint_file_format_and_reload(open_log: OpenLog) -> None:
     log = open_log()
     append(log, 1, 2)
     append(log, 4, 1)
+    log.flush()  # the checkpoint is written (and fsynced) before the recovery point moves
     text = (log.directory / "leader-epoch-checkpoint").read_text()
     assert text == "0\n2\n1 0\n4 2\n"
     log.close()
@@ -81,6 +82,7 @@ def test_assign_drops_conflicting_entries(tmp_path: Path) -> None:
     assert not cache.assign(3, 12)  # already known
     cache.assign(2, 5)  # an older epoch again: later entries conflict with it
     assert cache.entries == [(1, 0), (2, 5)]
+    cache.sync()
     assert LeaderEpochCache(tmp_path / "leader-epoch-checkpoint").entries == [(1, 0), (2, 5)]
 
 
