@@ -14,7 +14,7 @@ Checks:
 * duplicate: no message is in the topic twice (the producer is idempotent), none acknowledged twice;
 * order: in each partition, messages appear in the order they were sent;
 * replicas: every replica of the final assignment holds the same batches (offsets, leader epoch, CRC)
-  below the high watermark;
+  below the high watermark, and no replica's checkpointed high watermark is past its log end;
 * epochs: no two different batches overlap with the same partition leader epoch on any replicas (two
   leaders accepting writes in one epoch), epochs never go back within a replica's log, and ZooKeeper
   never named two leaders for one leader epoch;
@@ -180,6 +180,12 @@ def _po(partition: int, offset: int) -> str:
 
 def _check_replicas(final: FinalState, v: dict[str, list[str]]) -> None:
     """Every replica of the final assignment holds the same batches below the high watermark."""
+    for p, logs_of in sorted(final.replicas.items()):
+        for broker, log in sorted(logs_of.items()):
+            # A replica's own high watermark (its checkpoint) never runs past the data it holds.
+            if log.batches and log.high_watermark > log.batches[-1].last_offset + 1:
+                v["replicas"].append(f"partition {p}: broker {broker}'s high watermark {log.high_watermark} is past "
+                                     f"its log end {log.batches[-1].last_offset + 1}")
     for p, replicas in sorted(final.assignment.items()):
         hw = final.high_watermark.get(p, 0)
         logs = final.replicas.get(p, {})

@@ -48,7 +48,7 @@ ZK_PORT = 2181
 ZK_NODE = "zk"
 
 _NS_NAME = re.compile(rf"^{NS_PREFIX}(?P<owner>\d+)-(?P<node>\w+)$")
-_BRIDGE_NAME = re.compile(rf"^{IF_PREFIX}(?P<owner>\d+)br$")
+_LINK_NAME = re.compile(rf"^{IF_PREFIX}(?P<owner>\d+)(br|zk|b\d+)$")
 
 
 def run(*args: str, input_text: str | None = None, check: bool = True) -> str:
@@ -87,10 +87,12 @@ def sweep_leftovers() -> list[str]:
             _kill_namespace_processes(name)
             run("ip", "netns", "delete", name, check=False)
             removed.append(name)
-    for line in run("ip", "-o", "link", "show", "type", "bridge", check=False).splitlines():
+    # Bridges and host ends of veth pairs. A veth can outlive its deleted namespace for a while (the
+    # kernel frees a namespace only when nothing refers to it any more); deleting it removes both ends.
+    for line in run("ip", "-o", "link", "show", check=False).splitlines():
         parts = line.split(":")
-        name = parts[1].strip() if len(parts) > 1 else ""
-        m = _BRIDGE_NAME.match(name)
+        name = parts[1].strip().split("@")[0] if len(parts) > 1 else ""
+        m = _LINK_NAME.match(name)
         if m and not _pid_alive(int(m["owner"])):
             run("ip", "link", "delete", name, check=False)
             removed.append(name)
@@ -139,7 +141,7 @@ class Sandbox:
 
     def add_node(self, node: str, host_octet: int) -> str:
         """A namespace on the bridge with address 10.77.<net>.<host_octet>; returns the address."""
-        ns, veth = self.ns(node), f"{IF_PREFIX}{self.owner}{node}"
+        ns, veth = self.ns(node), self.veth(node)
         address = f"10.77.{self.net}.{host_octet}"
         self.nodes[node] = address
         run("ip", "netns", "add", ns)
@@ -151,10 +153,14 @@ class Sandbox:
         self._apply(node)
         return address
 
+    def veth(self, node: str) -> str:
+        return f"{IF_PREFIX}{self.owner}{node}"
+
     def destroy(self) -> None:
         for node in list(self.nodes):
             ns = self.ns(node)
             _kill_namespace_processes(ns)
+            run("ip", "link", "delete", self.veth(node), check=False)
             run("ip", "netns", "delete", ns, check=False)
         self.nodes.clear()
         if self.created:

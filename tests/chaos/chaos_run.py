@@ -16,7 +16,11 @@ Nemeses (``NEMESES``), each applied for a few seconds per round, then healed:
 * ``pause``: the leader is stopped with SIGSTOP and resumed with SIGCONT, sometimes for longer than
   the ZooKeeper session;
 * ``loss``: a random share (10-40 %) of every packet in and out of one broker is dropped;
-* ``kill``: kill -9 of the leader, restarted after a while.
+* ``kill``: kill -9 of the leader, restarted after a while;
+* ``mixed``: each round one of the above, chosen by the seed.
+
+With ``controller_share`` (``make chaos`` uses 0.3) that share of the leader-aimed faults hits the
+active controller instead.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from cluster_support import wait_for
 NEMESES = ("leader-followers", "leader-zk", "one-way", "pause", "loss", "kill")
 TOPIC = "chaos"
 SESSION_TIMEOUT_MS = 4000
+SETTLE_S = 2.0
 CHAOS_PROPS = {
     # Short timeouts so that a fault of a few seconds moves leadership and shrinks ISRs.
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -59,6 +64,8 @@ class Scenario:
     fault_s: tuple[float, float] = (3.0, 9.0)
     gap_s: tuple[float, float] = (1.0, 3.0)
     reassign: bool = False
+    # The share of faults aimed at the active controller instead of the chosen partition's leader.
+    controller_share: float = 0.0
     partitions: int = 3
     rate_per_s: float = 300.0
 
@@ -98,7 +105,7 @@ class Nemesis:
         self.history = history
         self.t0 = time.monotonic()
         self.target_partition = -1
-        # (partition the fault aimed at, its acknowledgements when the fault began, when it healed)
+        # (partition the fault aimed at, its acknowledgements SETTLE_S into the fault, when it healed)
         self.windows: list[tuple[int, int, int]] = []
 
     def log(self, what: str) -> None:
@@ -117,6 +124,8 @@ class Nemesis:
     def inject(self) -> Callable[[], None]:
         """Apply one fault chosen by the seed; return what heals it."""
         kind, box = self.scenario.nemesis, self.cluster.sandbox
+        if kind == "mixed":
+            kind = self.rng.choice(NEMESES)
         partition = self.target_partition = self.rng.randrange(self.scenario.partitions)
         if kind == "loss":
             victim = self.rng.choice(sorted(self.cluster.brokers))
@@ -125,26 +134,34 @@ class Nemesis:
             self.log(f"loss {percent}% in and out of broker {victim}")
             return box.heal
         leader = self.leader_of(partition)
+        role = f"leader of p{partition}"
+        if self.scenario.controller_share and self.rng.random() < self.scenario.controller_share:
+            # The same fault on the active controller: its own partitions and every other
+            # partition's elections and ISR changes depend on it.
+            controller = self.cluster.zk_controller()
+            if controller is not None:
+                leader = controller
+                role = "the controller" + (f", leader of p{partition}" if controller == self.leader_of(partition) else "")
         if kind == "leader-followers":
             box.isolate(broker_node(leader), self.others(leader))
-            self.log(f"isolate broker {leader} (leader of p{partition}) from the other brokers, not from ZooKeeper")
+            self.log(f"isolate broker {leader} ({role}) from the other brokers, not from ZooKeeper")
             return box.heal
         if kind == "leader-zk":
             box.isolate(broker_node(leader), [ZK_NODE])
-            self.log(f"isolate broker {leader} (leader of p{partition}) from ZooKeeper only")
+            self.log(f"isolate broker {leader} ({role}) from ZooKeeper only")
             return box.heal
         if kind == "one-way":
             outbound = self.rng.random() < 0.5
             for other in self.others(leader):
                 src, dst = (broker_node(leader), other) if outbound else (other, broker_node(leader))
                 box.cut(src, dst)
-            self.log(f"drop packets {'from' if outbound else 'to'} broker {leader} (leader of p{partition}) "
+            self.log(f"drop packets {'from' if outbound else 'to'} broker {leader} ({role}) "
                      f"{'to' if outbound else 'from'} the other brokers, one way")
             return box.heal
         if kind == "pause":
             pid = self.cluster.pid(leader)
             os.kill(pid, signal.SIGSTOP)
-            self.log(f"SIGSTOP broker {leader} (leader of p{partition}, pid {pid})")
+            self.log(f"SIGSTOP broker {leader} ({role}, pid {pid})")
 
             def resume() -> None:
                 os.kill(pid, signal.SIGCONT)
@@ -152,13 +169,13 @@ class Nemesis:
             return resume
         if kind == "kill":
             self.cluster.brokers[leader].kill9()
-            self.log(f"kill -9 broker {leader} (leader of p{partition})")
+            self.log(f"kill -9 broker {leader} ({role})")
 
             def restart() -> None:
                 self.cluster.restart(leader)
 
             return restart
-        raise ValueError(f"unknown nemesis {kind!r}; known: {', '.join(NEMESES)}")
+        raise ValueError(f"unknown nemesis {kind!r}; known: {', '.join(NEMESES)}, mixed")
 
     def acked_on(self, partition: int) -> int:
         return sum(1 for a in list(self.history.acks) if a.partition == partition)
@@ -167,8 +184,12 @@ class Nemesis:
         liveness: list[str] = []
         for round_no in range(self.scenario.rounds):
             heal = self.inject()
+            duration_s = self.rng.uniform(*self.scenario.fault_s)
+            # Answers already on their way when the fault began still arrive: count from a moment later.
+            settle_s = min(SETTLE_S, duration_s / 2)
+            time.sleep(settle_s)
             began = self.acked_on(self.target_partition)
-            time.sleep(self.rng.uniform(*self.scenario.fault_s))
+            time.sleep(duration_s - settle_s)
             self.windows.append((self.target_partition, began, self.acked_on(self.target_partition)))
             heal()
             self.log(f"healed (round {round_no + 1}), {producer.acked} acknowledged so far")

@@ -3,9 +3,12 @@
 Environment:
   CHAOS_SEEDS     how many seeds (``20`` = 1..20), a range (``5-9``) or a list (``3,7,9``); default 5
   CHAOS_SEED      one seed (wins over CHAOS_SEEDS)
-  CHAOS_NEMESES   comma-separated subset of the nemeses; default all
+  CHAOS_NEMESES   comma-separated nemeses (chaos_run.NEMESES, or ``mixed``); default all six, then mixed
   CHAOS_REASSIGN  ``0`` to run without the reassignment workload; default on
   CHAOS_ROUNDS    faults per run; default 3
+
+``kill -USR1 <pid>`` prints every thread's stack (a run that seems stuck); SIGTERM or Ctrl-C stops
+the brokers, ZooKeeper and the namespaces before exiting.
 
 Prints one verdict per run and a summary; exits 1 if any run found a violation. The data directory
 (broker and ZooKeeper logs, segment files) of a failing run is kept and named in its verdict.
@@ -13,6 +16,7 @@ Prints one verdict per run and a summary; exits 1 if any run found a violation. 
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
 import signal
@@ -45,14 +49,15 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 def main() -> int:
     signal.signal(signal.SIGTERM, _interrupt)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1 <pid>: where is a stuck run?
     if os.geteuid() != 0:
         print("make chaos needs root: it creates network namespaces and nftables rules", file=sys.stderr)
         return 2
     seeds = parse_seeds(dict(os.environ))
-    nemeses = [n.strip() for n in os.environ.get("CHAOS_NEMESES", ",".join(NEMESES)).split(",") if n.strip()]
-    unknown = set(nemeses) - set(NEMESES)
+    nemeses = [n.strip() for n in os.environ.get("CHAOS_NEMESES", ",".join([*NEMESES, "mixed"])).split(",") if n.strip()]
+    unknown = set(nemeses) - {*NEMESES, "mixed"}
     if unknown:
-        print(f"unknown nemeses {sorted(unknown)}; known: {', '.join(NEMESES)}", file=sys.stderr)
+        print(f"unknown nemeses {sorted(unknown)}; known: {', '.join(NEMESES)}, mixed", file=sys.stderr)
         return 2
     reassign = os.environ.get("CHAOS_REASSIGN", "1") != "0"
     rounds = int(os.environ.get("CHAOS_ROUNDS", "3"))
@@ -63,7 +68,7 @@ def main() -> int:
             data_dir = Path(tempfile.mkdtemp(prefix=f"hwchaos-{nemesis}-{seed}-"))
             t0 = time.monotonic()
             try:
-                outcome = run_scenario(Scenario(nemesis, seed, rounds=rounds, reassign=reassign), data_dir,
+                outcome = run_scenario(Scenario(nemesis, seed, rounds=rounds, reassign=reassign, controller_share=0.3), data_dir,
                                        progress=lambda s: print(f"    {s}", file=sys.stderr, flush=True))
             except Exception as exc:  # the harness itself failed: keep going, report it
                 failed.append(f"{nemesis} seed {seed}: harness error {type(exc).__name__}: {exc}")

@@ -50,7 +50,7 @@ def test_lost_acknowledged_record_is_caught() -> None:
     f.consumed[0] = f.consumed[0][:4]
     f.high_watermark[0] = 4
     for log in f.replicas[0].values():
-        log.batches = log.batches[:2]
+        log.batches, log.high_watermark = log.batches[:2], 4
     verdict = check(h, f)
     assert set(verdict.violations) == {"lost"}, str(verdict)
     assert len(verdict.violations["lost"]) == 2
@@ -98,6 +98,15 @@ def test_replica_short_of_high_watermark_is_caught() -> None:
     h, f = clean()
     f.replicas[0][2].batches.pop()
     assert "replicas" in kinds(h, f)
+
+
+def test_high_watermark_past_log_end_is_caught() -> None:
+    h, f = clean()
+    # A follower that took the leader's high watermark without having the data below it.
+    f.replicas[1][3].batches.pop()
+    f.replicas[1][3].high_watermark = PER_PARTITION
+    verdict = check(h, f)
+    assert any("past its log end" in x for x in verdict.violations.get("replicas", [])), str(verdict)
 
 
 def test_divergence_above_high_watermark_is_allowed() -> None:

@@ -19,10 +19,10 @@ def test_leader_isolated_from_followers_but_not_zookeeper(tmp_path: Path) -> Non
     print(outcome.report())
     assert outcome.ok, outcome.report()
     # The leader still held its ZooKeeper session, so it kept leading, but acks=all could not
-    # complete without its followers: its partition stood still for the whole fault (only answers
-    # already on their way when the fault began can arrive; the producer sends ~100 a second to it).
+    # complete without its followers: its partition stood still from SETTLE_S into the fault until
+    # the heal. The producer sends ~100 a second to it, so a fault without effect would show ~400.
     [(partition, began, healed)] = outcome.fault_windows
-    assert healed - began < 60, f"partition {partition} kept acknowledging while its leader was cut off: {outcome.report()}"
+    assert healed - began < 20, f"partition {partition} kept acknowledging while its leader was cut off: {outcome.report()}"
     assert outcome.verdict.stats["acked"] > 500
 
 
