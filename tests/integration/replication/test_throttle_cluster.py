@@ -143,8 +143,9 @@ def test_throttled_move_keeps_its_rate_shows_progress_and_verify_clears_the_thro
         move = {"topic": topic, "partition": "0", "replica": "4"}
         assert move_metric(leader, "bytes_to_move", role="leader", **move) == source
         moved = move_metric(leader, "bytes_moved", role="leader", **move)
-        # Metrics are a snapshot of up to a second ago; the replica has fetched more since.
-        assert on_disk - 2 * THROTTLE - MIB <= moved <= on_disk
+        # Metrics are a snapshot of about a second ago (more on a busy machine); the replica has
+        # fetched more since.
+        assert on_disk - 3 * THROTTLE - MIB <= moved <= on_disk
         rate = move_metric(leader, "rate_bytes_per_second", role="leader", **move)
         assert 0.7 * THROTTLE <= rate <= 1.7 * THROTTLE  # the 10 s window still holds the first burst
         eta = move_metric(leader, "eta_seconds", role="leader", **move)
@@ -152,7 +153,7 @@ def test_throttled_move_keeps_its_rate_shows_progress_and_verify_clears_the_thro
         assert move_metric(leader, "broker_moves", role="leader") == 1
         assert move_metric(leader, "broker_bytes_to_move", role="leader") == source
         f_moved = move_metric(follower, "bytes_moved", role="follower", **move)
-        assert on_disk - 2 * THROTTLE - MIB <= f_moved <= on_disk
+        assert on_disk - 3 * THROTTLE - MIB <= f_moved <= on_disk
         assert abs(move_metric(follower, "bytes_to_move", role="follower", **move) - source) <= 0.1 * source
         assert move_metric(follower, "eta_seconds", role="follower", **move) > 0
 
