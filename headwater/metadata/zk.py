@@ -235,6 +235,8 @@ class _Doc:
     def ints(self, value: Any, what: str) -> tuple[int, ...]:
         if not isinstance(value, list):
             self.fail(f"{what} must be an array of integers, got {value!r}")
+        if all(type(v) is int for v in value):  # the common case, checked in one pass (no bools)
+            return tuple(value)
         return tuple(self.as_int(v, what) for v in value)
 
     def version(self, *accepted: int) -> int:
@@ -408,7 +410,7 @@ def decode_topic(topic: str, data: bytes | str) -> TopicAssignment:
     def by_partition(key: str) -> dict[int, tuple[int, ...]]:
         out: dict[int, tuple[int, ...]] = {}
         for p, replicas in d.get_obj(key, {}).items():
-            if not re.fullmatch(r"[0-9]+", p):
+            if not (p.isascii() and p.isdigit()):
                 d.fail(f"{key!r} has a non-numeric partition {p!r}")
             out[int(p)] = d.ints(replicas, f"{key!r}[{p}]")
         return out
@@ -454,7 +456,7 @@ def partition_state_json(state: PartitionStateZNode) -> dict[str, Any]:
 def encode_partition_state(state: PartitionStateZNode) -> bytes:
     """The bytes of ``_dumps(partition_state_json(state))``, formatted directly: a controller writes
     one per partition it changes (10,000 at a failover), and ``json.dumps`` was most of that cost."""
-    isr = ",".join(str(int(b)) for b in state.isr)
+    isr = ",".join(map(str, map(int, state.isr)))
     recovery = (f',"leader_recovery_state":{int(state.leader_recovery_state)}'
                 if state.leader_recovery_state != 0 else "")
     return (f'{{"controller_epoch":{int(state.controller_epoch)},"leader":{int(state.leader)},"version":1,'
