@@ -37,6 +37,7 @@ FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
                     "replica.alter.log.dirs.io.max.bytes.per.second")
 HELP = "This tool helps to move topic partitions between replicas."
+METADATA_SETTLE_S = 10.0  # how long --watch waits for brokers' metadata to catch up with the controller
 
 
 class ToolError(Exception):
@@ -432,6 +433,28 @@ def _watch_plain(plan: Mapping[TopicPartition, list[int]], poll: Any, interval_s
         time.sleep(interval_s)
 
 
+def await_metadata(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], timeout_s: float) -> None:
+    """Wait (at most ``timeout_s``) until the brokers' metadata shows every partition of ``plan`` at its target.
+
+    The controller answers ListPartitionReassignments from its own state, and a move drops out of
+    it the moment the controller has written the final replica set; brokers learn that replica set
+    from the controller's UpdateMetadata a moment later. ``--verify`` reads replica sets from a
+    broker's metadata, so right after ``--watch`` it could report a finished move as "no active
+    reassignment, but replica set is ... rather than ...". A plan that was cancelled or replaced
+    never matches: then this gives up after ``timeout_s`` and ``--verify`` says so.
+    """
+    deadline = time.monotonic() + timeout_s
+    topics = {t for t, _p in plan}
+    while time.monotonic() < deadline:
+        try:
+            current = cluster.assignments(topics)
+        except ToolError:
+            return  # a topic is gone: nothing to wait for, --verify reports it
+        if all(current.get(tp) == target for tp, target in plan.items()):
+            return
+        time.sleep(0.2)
+
+
 def clear_throttles(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], echo: Any) -> None:
     brokers = sorted(set(cluster.brokers()) | {b for r in plan.values() for b in r})
     live = cluster.brokers()
@@ -560,6 +583,7 @@ def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, com
                 assert reassignment_json_file is not None
                 if watch:
                     watch_progress(cluster_, plan, 1.0)
+                    await_metadata(cluster_, plan, METADATA_SETTLE_S)
                 code, _done = verify(cluster_, plan, preserve_throttles, click.echo)
             elif action == "cancel":
                 assert reassignment_json_file is not None
