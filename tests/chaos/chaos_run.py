@@ -228,6 +228,7 @@ def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], N
         reassigner = None
         nemesis = Nemesis(cluster, scenario, rng, history)
         try:
+            # The workloads' threads end on every path, so nothing keeps talking to a stopped cluster.
             if not producer.wait_acked(100, timeout_s=30):
                 liveness.append("no acknowledgement within 30 s of the start, before any fault")
             if scenario.reassign:
@@ -244,17 +245,17 @@ def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], N
                 liveness.append(f"the producer (librdkafka) stopped on a fatal error: {producer.fatal}")
             if remaining:
                 liveness.append(f"{remaining} messages unanswered 60 s after the producer stopped")
+            try:
+                cluster.wait_full_isr([TOPIC], scenario.partitions, timeout_s=60)
+            except AssertionError as exc:
+                liveness.append(str(exc))
+            consumed, hw = consume_all(cluster.bootstrap, TOPIC, scenario.partitions)
+            assignment, ongoing = topic_assignment(cluster)
         finally:
             if reassigner is not None:
                 reassigner.stop()
             producer.finish(timeout_s=1)
-        try:
-            cluster.wait_full_isr([TOPIC], scenario.partitions, timeout_s=60)
-        except AssertionError as exc:
-            liveness.append(str(exc))
-        consumed, hw = consume_all(cluster.bootstrap, TOPIC, scenario.partitions)
-        assignment, ongoing = topic_assignment(cluster)
-        watcher.stop()
+            watcher.stop()
     finally:
         cluster.stop()
     replicas = read_replica_logs({b: cluster.log_dir(b) for b in cluster.brokers}, TOPIC, scenario.partitions)
