@@ -274,7 +274,9 @@ def test_target_broker_killed_mid_copy_resumes_when_it_returns(cluster: LocalClu
                 "--entity-name", topic, "--delete-config", "follower.replication.throttled.replicas")
         cluster.restart(c)
         # It goes on from what it had: the copy made before the kill is still there.
-        assert dir_bytes(copy) >= copied
+        after = dir_bytes(copy)
+        assert after >= copied, (f"{copied} bytes copied before the kill, {after} after the restart; files: "
+                                 f"{sorted(str(p.relative_to(copy.parent)) for p in copy.parent.glob(copy.name + '*/*'))}")
         wait_moved(cluster, topic, targets, removed={0: [a, b]})
         assert watch.wait(60) == 0, "".join(lines)
         reader.join(10)
