@@ -1,6 +1,6 @@
 """Reassignment through failures, on real processes: kill -9 of the active controller in each of the
-phases U, A and B of the ``002`` seed, kill -9 of a target broker while it copies, and a cancel while
-copying. One 5-broker cluster is shared; each test moves its own topic from two brokers to two others,
+phases U, A and B of the ``002`` seed, kill -9 of a target broker while it copies, a cancel while
+copying, and a paused controller holding a reassignment request. One 5-broker cluster is shared; each test moves its own topic from two brokers to two others,
 none of them the controller, under a live acks=all producer, and checks the end state: replicas =
 target, no adding/removing replicas, ISR = target, the removed replicas' directories gone, and every
 acknowledged message readable, once.
