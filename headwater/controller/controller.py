@@ -117,11 +117,13 @@ from headwater.protocol.errors import ErrorCode, KafkaError
 # --- the rules, as data -------------------------------------------------------------------------
 
 METADATA_FIRST_PARTITIONS = 1000
-"""On failover, a broker whose LeaderAndIsr has this many partitions or more gets the UpdateMetadata
-first, as Kafka's onControllerFailover sends it. A broker works through a LeaderAndIsr of 10,000
-partitions for seconds, and until the UpdateMetadata arrives it names the old controller in its
-Metadata answers, so no client finds the new one. Smaller requests keep the usual order (LeaderAndIsr
-first), which the simulation's runs (a few partitions) are tuned to."""
+"""On failover, a broker whose LeaderAndIsr has this many partitions or more first gets an
+UpdateMetadata with the live brokers and no partitions (Kafka's onControllerFailover also sends
+brokers an UpdateMetadata before the LeaderAndIsr). A broker works through a LeaderAndIsr of 10,000
+partitions for seconds, and until an UpdateMetadata from the new controller arrives it names the old
+controller in its Metadata answers, so no client finds the new one. The partitions' UpdateMetadata
+keeps its place after the LeaderAndIsr; smaller failovers send no extra request, so the simulation's
+runs (a few partitions) are unchanged."""
 
 
 class PartitionPhase(Enum):
@@ -306,7 +308,8 @@ class _Step:
     legacy_written: bool = False
     legacy: dict[tuple[str, int], tuple[int, ...]] | None = None
     metadata_first: bool = False
-    """UpdateMetadata before a LeaderAndIsr of METADATA_FIRST_PARTITIONS or more (failover)."""
+    """A LeaderAndIsr of METADATA_FIRST_PARTITIONS or more is preceded by an UpdateMetadata of the
+    live brokers alone (failover)."""
 
 
 class Controller:
@@ -1293,15 +1296,13 @@ class Controller:
 
         for b in sorted(self._live):
             epoch = self._live[b].broker_epoch
-            lai: LeaderAndIsrRequest | None = None
             if b in step.lai:
                 parts = tuple(lai_part(tp, is_new) for tp, is_new in sorted(step.lai[b].items()))
                 leaders = sorted({p.leader for p in parts if p.leader in self._live})
-                lai = LeaderAndIsrRequest(b, self.broker_id, self._epoch, epoch, parts,
-                                          tuple(self._live[x].info for x in leaders))
-                if not (step.metadata_first and len(parts) >= METADATA_FIRST_PARTITIONS):
-                    out.append(lai)
-                    lai = None
+                if step.metadata_first and len(parts) >= METADATA_FIRST_PARTITIONS:
+                    out.append(UpdateMetadataRequest(b, self.broker_id, self._epoch, epoch, (), live_brokers))
+                out.append(LeaderAndIsrRequest(b, self.broker_id, self._epoch, epoch, parts,
+                                               tuple(self._live[x].info for x in leaders)))
             if b in step.um_full:
                 if all_tps is None:
                     all_tps = sorted(set(self._states) | set(step.created))
@@ -1311,8 +1312,6 @@ class Controller:
             if everyone or b in step.um_full:
                 um_parts = tuple(p for p in map(um_part, tps) if p is not None)
                 out.append(UpdateMetadataRequest(b, self.broker_id, self._epoch, epoch, um_parts, live_brokers))
-            if lai is not None:
-                out.append(lai)
             if b in step.stop_offline:
                 out.append(StopReplicaRequest(b, self.broker_id, self._epoch, epoch,
                                               tuple(v for _, v in sorted(step.stop_offline[b].items()))))

@@ -17,6 +17,7 @@ from headwater.controller.effects import (
     ListPartitionReassignmentsResponse,
     PartitionStateWritten,
     TopicAssignmentWritten,
+    UpdateMetadataRequest,
 )
 from headwater.controller.events import (
     AlterPartitionItem,
@@ -88,8 +89,14 @@ def test_a_failover_writes_only_partitions_that_change_and_sends_metadata_first(
     ctl, result = elect(snap, broker_id=2)
     assert len(result.writes) == 2 * PER_TOPIC   # every ISR loses broker 1; a third also get a new leader
     assert all(1 not in st.isr and st.leader in (2, 3) for st in ctl.states.values())
-    # 1,200 partitions per broker: the UpdateMetadata goes first, so that Metadata names the new controller
-    assert kinds(result, 2) == kinds(result, 3) == ["UpdateMetadataRequest", "LeaderAndIsrRequest"]
+    # 1,200 partitions per broker: an UpdateMetadata of the live brokers alone goes first, so that
+    # Metadata names the new controller while the broker works through the LeaderAndIsr.
+    for b in (2, 3):
+        assert kinds(result, b) == ["UpdateMetadataRequest", "LeaderAndIsrRequest", "UpdateMetadataRequest"]
+        first, _, last = (r for r in result.requests if r.broker_id == b)
+        assert isinstance(first, UpdateMetadataRequest) and isinstance(last, UpdateMetadataRequest)
+        assert first.partitions == () and [x.broker_id for x in first.live_brokers] == [2, 3]
+        assert len(last.partitions) == 2 * PER_TOPIC
     # Entries are shared between the brokers' requests, not built per broker.
     lai = requests(result, LeaderAndIsrRequest)
     assert all(a is b for a, b in zip(lai[2].partitions, lai[3].partitions, strict=True))
