@@ -292,6 +292,26 @@ def test_target_broker_killed_mid_copy_resumes_when_it_returns(cluster: LocalClu
     finish(cluster, producer, topic, 1)
 
 
+def test_removed_replica_down_during_the_move_is_deleted_when_it_returns(cluster: LocalCluster) -> None:
+    """A removed replica whose broker is down when the move ends never gets its StopReplica (Kafka's
+    ZooKeeper controller leaves such a log on disk for good); it is deleted when the broker returns and
+    learns from the controller's metadata that it is no longer a replica."""
+    _controller, (a, b, c, d) = roles(cluster)
+    topic = "removed-while-down"
+    create(cluster, topic, [[a, b]])
+    acked = produce_bulk(cluster.bootstrap, topic, 1_000_000)
+    cluster.brokers[a].kill9()
+    wait_for(lambda: a not in cluster.metadata()[1], 30, f"broker {a} gone from the cluster")
+    targets = {0: [c, d]}
+    run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--execute",
+            "--reassignment-json-file", str(write_plan(cluster, topic, targets)))
+    wait_for(lambda: zk_assignment(cluster, topic)[0].replicas == [c, d], 60, "the move to end without broker a")
+    assert partition_dirs(cluster, a, topic, 0), f"broker {a} was down: its replica should still be on disk"
+    cluster.restart(a)
+    wait_moved(cluster, topic, targets, removed={0: [a, b]})
+    check_acked(read_topic(cluster.bootstrap, topic, 1), acked)
+
+
 def test_cancel_while_copying_restores_the_original_replicas(cluster: LocalCluster, producers: list[LiveProducer]) -> None:
     _controller, (a, b, c, d) = roles(cluster)
     topic = "cancelled-copy"
