@@ -115,16 +115,14 @@ def main() -> None:
             gone = threading.Event()
             gone_at: list[float] = []
 
-            def watch(data: bytes | None, _stat: object, event: object = None) -> bool:
-                # The new controller may re-create /controller before kazoo re-reads it: the DELETED
-                # event is the moment the old session expired.
-                if data is None or getattr(event, "type", None) == "DELETED":
+            def watch(event: object) -> None:
+                # A one-shot watch: ZooKeeper notifies the deletion even when the new controller
+                # re-creates /controller at once (a DataWatch re-reads first and can miss it).
+                if getattr(event, "type", None) == "DELETED":
                     gone_at.append(time.monotonic())
                     gone.set()
-                    return False
-                return True
 
-            cluster.kazoo.DataWatch("/controller", watch)
+            assert cluster.kazoo.exists("/controller", watch=watch) is not None
             spies = []
             if args.profile_dir is not None:
                 args.profile_dir.mkdir(parents=True, exist_ok=True)
