@@ -225,9 +225,16 @@ def down(data_dir: Path) -> None:
 
 def stop_cluster(data_dir: Path, echo: Callable[[str], object] = lambda _m: None) -> None:
     state = ClusterState.load(data_dir)
+    # Every broker is told at once (as kafka-server-stop.sh does); each still shuts down in a
+    # controlled way. One after the other, each waited for the previous one's shutdown.
+    pids = {b.broker_id: _pid_alive(data_dir / f"broker-{b.broker_id}.pid") for b in state.brokers}
+    for pid in pids.values():
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     for b in state.brokers:
         path = data_dir / f"broker-{b.broker_id}.pid"
-        pid = _pid_alive(path)
+        pid = pids[b.broker_id]
         if pid is None:
             continue
         _stop_pid(pid, timeout_s=60)

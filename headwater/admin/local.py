@@ -29,6 +29,28 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_range(count: int, attempts: int = 100) -> int:
+    """A port that is free now with the ``count - 1`` after it (``headwater cluster up --base-port``
+    gives broker i the port base + i - 1): one free port alone says nothing of its neighbours."""
+    for _ in range(attempts):
+        base = free_port()
+        if base + count > 65536:
+            continue
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
 def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition as KTopicPartition
 
 from headwater.admin.cluster import start_cluster, stop_cluster
-from headwater.admin.local import free_port
+from headwater.admin.local import free_port, free_port_range
 from headwater.cli import main
 
 MESSAGES = 4000
@@ -23,7 +23,10 @@ MESSAGES = 4000
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     root = Path(tmp_path_factory.mktemp("reassign"))
-    state = start_cluster(root, 4, free_port(), free_port(), [], {
+    # Brokers take consecutive ports from the base: all of them must be free, not just the first.
+    base = free_port_range(4)
+    zookeeper_port = next(p for p in iter(free_port, None) if not base <= p < base + 4)
+    state = start_cluster(root, 4, base, zookeeper_port, [], {
         "replica.lag.time.max.ms": "10000", "zookeeper.session.timeout.ms": "6000",
         "log.segment.delete.delay.ms": "0", "file.delete.delay.ms": "0",
     })
