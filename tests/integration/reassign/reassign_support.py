@@ -3,10 +3,11 @@ move, the read-back that checks every acknowledged message, and the end state of
 
 * ``LiveProducer``: a confluent-kafka producer thread (acks=all, idempotent) with numbered
   messages; it keeps what was acknowledged, with partition and offset.
-* ``LiveConsumer``: a confluent-kafka consumer thread that reads every partition from the start and
-  measures the largest gap between two records it received.
-* ``read_topic`` / ``check_acked``: everything in the topic, then: every acknowledged message at its
-  offset, and no message twice.
+* ``LiveConsumer``: a confluent-kafka consumer thread that reads every partition from given offsets
+  and measures the largest gap between two records of one partition.
+* ``read_topic`` / ``check_acked``: everything in the topic (each value checked whole), then: every
+  acknowledged message at its offset, and no message twice.
+* ``set_throttle`` / ``clear_throttle``: Kafka's follower throttle on a move, applied before it returns.
 * ``zk_assignment`` / ``wait_moved``: what ZooKeeper says about a partition's replicas, and the end
   state of a move (replicas = target, no adding/removing, ISR = target, removed replicas' directories
   gone).
