@@ -158,6 +158,9 @@ def spark() -> Iterator[object]:
         .config("spark.driver.host", "127.0.0.1")
         # Quiet: the tests read results, not logs.
         .config("spark.sql.streaming.minBatchesToRetain", "100")
+        # A new Python worker must connect back to the JVM within this time (15 s by default);
+        # on a CI machine busy with other suites, starting one (imports included) can take longer.
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -273,3 +276,15 @@ SPARK_CHECKSUM_SQL = (
     "sum(crc32(concat(coalesce(key, X''), coalesce(value, X''), "
     "cast(concat(cast(partition as string), ':', cast(offset as string)) as binary))))"
 )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that used a cluster (test_stream_reassign) reports its brokers' log tails."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for value in getattr(item, "funcargs", {}).values():
+            log_tails = getattr(value, "log_tails", None)
+            if callable(log_tails):
+                report.sections.extend(log_tails())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,12 @@ import pytest
 from confluent_kafka import TopicPartition as ClientTopicPartition
 from confluent_kafka.admin import AdminClient
 from conftest import Broker, free_port, produce
+
+from headwater.spark import TopicDataSource
+from headwater.spark.fetcher import read_range
+from headwater.spark.options import parse_read_options
+from headwater.spark.ranges import OffsetRange
+from headwater.spark.schema import read_schema
 
 
 def load(spark: Any, bootstrap: str, **options: str) -> Any:
@@ -127,3 +134,48 @@ def test_deleted_records_under_a_stream(
         run("true", tmp_path / "strict", strict).awaitTermination(60)
     run("false", tmp_path / "lenient", lenient).awaitTermination(60)
     assert lenient == list(range(20)) + list(range(35, 50))
+
+
+def test_data_loss_skips_are_logged(
+    broker: Broker, new_topic: Callable[..., str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """failOnDataLoss=false skips lost records with a warning, on the driver and in a task.
+
+    Spark runs planning and tasks in its Python workers, whose log lines go to the executor's
+    stderr; here the same code runs in this process so the warnings can be read back.
+    """
+    topic = new_topic(1)
+    produce(broker, topic, ((None, f"v{i}".encode(), 0) for i in range(100)))
+    delete_records_before(broker, topic, 0, 40)
+    options = {
+        "kafka.bootstrap.servers": broker.bootstrap,
+        "subscribe": topic,
+        "startingoffsets": json.dumps({topic: {"0": 10}}),
+        "failondataloss": "false",
+    }
+    caplog.set_level(logging.WARNING, logger="headwater.spark")
+
+    # Planning (the driver's side): the range starts where the log now starts.
+    reader = TopicDataSource(options).reader(read_schema(False))
+    ranges = list(reader.partitions())
+    assert [(r.from_offset, r.until_offset) for r in ranges] == [(40, 100)]
+    planned = [r.getMessage() for r in caplog.records if r.name == "headwater.spark"]
+    assert any(
+        f"offsets [10, 40) of {topic}-0 are no longer in the log" in m and "failOnDataLoss=false" in m
+        for m in planned
+    ), planned
+
+    # A task whose range was planned before the deletion: it skips to the log start, logs it,
+    # and reads the rest exactly.
+    caplog.clear()
+    opts = parse_read_options(options, streaming=False)
+    rows = [
+        offset
+        for batch in read_range(OffsetRange(topic, 0, 10, 100), opts)
+        for offset in batch.column("offset").to_pylist()
+    ]
+    assert rows == list(range(40, 100))
+    skipped = [r.getMessage() for r in caplog.records if r.name == "headwater.spark"]
+    assert any(f"skipping offsets [10, 40) of {topic}-0: the log now starts at 40" in m for m in skipped), (
+        skipped
+    )
