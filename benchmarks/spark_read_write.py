@@ -1,14 +1,21 @@
 """Spark data source throughput against plain confluent-kafka clients, in the same run.
 
-    python benchmarks/spark_read_write.py [--records 1000000] [--bootstrap HOST:PORT | --broker headwater|tansu]
+    python benchmarks/spark_read_write.py [--records 1000000] [--rounds 3] [--bootstrap HOST:PORT | --broker headwater|tansu]
 
-1. confluent-kafka Producer writes N records (idempotent, acks=all)     -> baseline write rate
-2. confluent-kafka Consumer reads them back (assign, explicit offsets)   -> baseline read rate
-3. Spark starts (local[2])                                               -> start-up, reported apart
-4. spark.read.format("headwater") counts them and sums the value sizes   -> Spark read rate (cold, then warm)
-5. df.write.format("headwater") writes N rows to a new topic             -> Spark write rate
-Every phase checks its count, so a fast wrong answer cannot pass. Prints one JSON line on stdout;
-everything else goes to stderr. Without --bootstrap it starts a broker of its own and stops it.
+1. confluent-kafka Producer writes N records (idempotent, acks=all)      -> the data to read
+2. Spark starts (local[2])                                                -> start-up, reported apart
+3. spark.read.format("headwater") counts them once                       -> cold read (Python workers start)
+4. --rounds times, alternating: a confluent-kafka Consumer reads them, then spark.read counts them
+   and sums the value sizes                                               -> read ratio per round
+5. --rounds times, alternating: a confluent-kafka Producer writes N records to a new topic, then
+   df.write.format("headwater") writes N rows to another new topic       -> write ratio per round
+Alternating puts the two sides of each ratio under the same machine load (the development machine
+is shared), and the rounds give a range. Both sides use the same client settings: the consumer gets
+the source's queue settings (see headwater/spark/fetcher.py), and the producer, like the data
+source, asks librdkafka for failed deliveries only (delivery.report.only.error) and checks that
+flush() leaves nothing unacknowledged. Every phase checks its count, so a fast wrong answer cannot
+pass. Prints one JSON line on stdout; everything else goes to stderr. Without --bootstrap it starts a
+broker of its own (from this work tree) and stops it.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,9 +118,6 @@ def create_topic(bootstrap: str, partitions: int) -> str:
 def baseline_write(
     bootstrap: str, topic: str, records: int, value_bytes: int, tuning: dict[str, str]
 ) -> float:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5, **tuning}
-    )
     failed = 0
 
     def on_delivery(err: KafkaError | None, _msg: object) -> None:
@@ -120,15 +125,33 @@ def baseline_write(
         if err is not None:
             failed += 1
 
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.num.messages": 10_000,
+            # As the data source: only failures are reported; flush() == 0 means all acknowledged.
+            "delivery.report.only.error": True,
+            "on_delivery": on_delivery,
+            **tuning,
+        }
+    )
     value = b"v" * value_bytes
+    produce = producer.produce
     started = time.perf_counter()
     for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, key=b"key-%d" % i, value=value, on_delivery=on_delivery)
-                break
-            except BufferError:
+        try:
+            produce(topic, value, b"key-%d" % i)
+        except BufferError:
+            while True:
                 producer.poll(0.05)
+                try:
+                    produce(topic, value, b"key-%d" % i)
+                    break
+                except BufferError:
+                    continue
     remaining = producer.flush(300)
     elapsed = time.perf_counter() - started
     if remaining or failed:
@@ -144,6 +167,10 @@ def baseline_read(bootstrap: str, topic: str, partitions: int, records: int) -> 
             "enable.auto.commit": False,
             "max.partition.fetch.bytes": 8 << 20,
             "fetch.max.bytes": 64 << 20,
+            # The data source's queue settings (headwater/spark/fetcher.py), so the two sides
+            # differ in what they do with the records, not in how librdkafka fetches them.
+            "queued.min.messages": 500_000,
+            "fetch.queue.backoff.ms": 5,
         }
     )
     consumer.assign([ClientTopicPartition(topic, p, 0) for p in range(partitions)])
@@ -165,11 +192,21 @@ def baseline_read(bootstrap: str, topic: str, partitions: int, records: int) -> 
     return elapsed, total_bytes
 
 
+def spread(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "min": round(ordered[0], 3),
+        "median": round(statistics.median(ordered), 3),
+        "max": round(ordered[-1], 3),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating baseline/Spark rounds per figure")
     parser.add_argument("--bootstrap", default=None, help="use this cluster instead of starting a broker")
     parser.add_argument("--broker", choices=("headwater", "tansu"), default="headwater")
     args = parser.parse_args()
@@ -185,10 +222,8 @@ def main() -> int:
         n, size, parts = args.records, args.value_bytes, args.partitions
         topic = create_topic(bootstrap, parts)
         log(f"producing {n} records of {size} B to {topic} on {bootstrap}")
-        write_s = baseline_write(bootstrap, topic, n, size, tuning)
-        log(f"baseline write {write_s:.2f} s")
-        read_s, read_bytes = baseline_read(bootstrap, topic, parts, n)
-        log(f"baseline read {read_s:.2f} s")
+        baseline_write(bootstrap, topic, n, size, tuning)
+        read_bytes = n * size
 
         started = time.perf_counter()
         from pyspark.sql import SparkSession
@@ -200,6 +235,8 @@ def main() -> int:
             .appName("headwater-spark-bench")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
+            # Starting a Python worker can take longer than the default 15 s on a busy machine.
+            .config("spark.python.authenticate.socketTimeout", "120s")
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
@@ -223,29 +260,47 @@ def main() -> int:
                 raise RuntimeError(f"spark read {row.n} records / {row.b} B, expected {n} / {read_bytes}")
             return elapsed
 
-        cold_s = spark_read()
-        warm_s = spark_read()
-        log(f"spark read cold {cold_s:.2f} s, warm {warm_s:.2f} s")
+        def spark_write() -> float:
+            out_topic = create_topic(bootstrap, parts)
+            df = spark.range(n, numPartitions=2).selectExpr(
+                "cast(concat('key-', id) as binary) as key", f"cast(repeat('v', {size}) as binary) as value"
+            )
+            writer = df.write.format("headwater").mode("append").option("kafka.bootstrap.servers", bootstrap)
+            for name, value in tuning.items():
+                writer = writer.option(f"kafka.{name}", value)
+            t0 = time.perf_counter()
+            writer.option("topic", out_topic).save()
+            elapsed = time.perf_counter() - t0
+            admin_consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused"})
+            written = sum(
+                admin_consumer.get_watermark_offsets(ClientTopicPartition(out_topic, p), 10)[1]
+                for p in range(parts)
+            )
+            admin_consumer.close()
+            if written != n and not tuning:
+                raise RuntimeError(f"spark write left {written} records, expected {n}")
+            return elapsed
 
-        out_topic = create_topic(bootstrap, parts)
-        df = spark.range(n, numPartitions=2).selectExpr(
-            "cast(concat('key-', id) as binary) as key", f"cast(repeat('v', {size}) as binary) as value"
-        )
-        writer = df.write.format("headwater").mode("append").option("kafka.bootstrap.servers", bootstrap)
-        for name, value in tuning.items():
-            writer = writer.option(f"kafka.{name}", value)
-        t0 = time.perf_counter()
-        writer.option("topic", out_topic).save()
-        spark_write_s = time.perf_counter() - t0
-        admin_consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused"})
-        written = sum(
-            admin_consumer.get_watermark_offsets(ClientTopicPartition(out_topic, p), 10)[1]
-            for p in range(parts)
-        )
-        admin_consumer.close()
-        if written != n and not tuning:
-            raise RuntimeError(f"spark write left {written} records, expected {n}")
-        log(f"spark write {spark_write_s:.2f} s")
+        cold_s = spark_read()
+        log(f"spark read cold {cold_s:.2f} s")
+        reads: list[tuple[float, float]] = []
+        for r in range(args.rounds):
+            base_s, base_bytes = baseline_read(bootstrap, topic, parts, n)
+            if base_bytes != read_bytes:
+                raise RuntimeError(f"baseline read {base_bytes} B, expected {read_bytes}")
+            warm_s = spark_read()
+            reads.append((base_s, warm_s))
+            log(
+                f"round {r + 1}: baseline read {base_s:.2f} s, spark read {warm_s:.2f} s: {base_s / warm_s:.2f}x"
+            )
+        writes: list[tuple[float, float]] = []
+        for r in range(args.rounds):
+            base_s = baseline_write(bootstrap, create_topic(bootstrap, parts), n, size, tuning)
+            write_s = spark_write()
+            writes.append((base_s, write_s))
+            log(
+                f"round {r + 1}: baseline write {base_s:.2f} s, spark write {write_s:.2f} s: {base_s / write_s:.2f}x"
+            )
 
     result = {
         "benchmark": "spark_read_write",
@@ -254,19 +309,20 @@ def main() -> int:
         "value_bytes": size,
         "partitions": parts,
         "spark_master": "local[2]",
+        "rounds": args.rounds,
         "spark_startup_s": round(startup_s, 2),
-        "baseline_read_s": round(read_s, 2),
-        "baseline_read_records_per_s": round(n / read_s),
         "spark_read_cold_s": round(cold_s, 2),
-        "spark_read_warm_s": round(warm_s, 2),
-        "spark_read_records_per_s": round(n / warm_s),
-        "read_ratio_vs_baseline": round(read_s / warm_s, 3),
-        "read_ratio_cold_vs_baseline": round(read_s / cold_s, 3),
-        "baseline_write_s": round(write_s, 2),
-        "baseline_write_records_per_s": round(n / write_s),
-        "spark_write_s": round(spark_write_s, 2),
-        "spark_write_records_per_s": round(n / spark_write_s),
-        "write_ratio_vs_baseline": round(write_s / spark_write_s, 3),
+        "baseline_read_s": [round(b, 2) for b, _ in reads],
+        "spark_read_s": [round(w, 2) for _, w in reads],
+        "baseline_read_records_per_s": round(n / statistics.median(b for b, _ in reads)),
+        "spark_read_records_per_s": round(n / statistics.median(w for _, w in reads)),
+        "read_ratio_vs_baseline": spread([b / w for b, w in reads]),
+        "baseline_write_s": [round(b, 2) for b, _ in writes],
+        "spark_write_s": [round(w, 2) for _, w in writes],
+        "baseline_write_records_per_s": round(n / statistics.median(b for b, _ in writes)),
+        "spark_write_records_per_s": round(n / statistics.median(w for _, w in writes)),
+        "write_ratio_vs_baseline": spread([b / w for b, w in writes]),
+        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
     }
     print(json.dumps(result))
     return 0
