@@ -291,6 +291,8 @@ class _Step:
     """Topic -> index from which ``writes`` after its slot are not yet known to be mergeable across."""
     topic_slot_partitions: dict[str, set[int]] = field(default_factory=dict)
     """Topic -> the partitions whose change its pending write carries."""
+    topic_slot_base: dict[str, TopicRecord] = field(default_factory=dict)
+    """Topic -> the record ZooKeeper holds before its pending write."""
     staged: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
     notify: set[TopicPartition] = field(default_factory=set)
     created: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
@@ -1031,6 +1033,7 @@ class Controller:
                 self._seal_topic_write(step, name)
             new = replace(topic, partitions={**topic.partitions, tp.partition: assignment})
             step.topic_slot_partitions[name] = set()
+            step.topic_slot_base[name] = topic
         step.topic_slot_partitions[name].add(tp.partition)
         step.writes.append(self._write(ZkOp.SET, PATHS.topic(name), None, TopicAssignmentWritten(new)))
         step.topic_slots[name] = step.topic_scanned[name] = len(step.writes) - 1
@@ -1052,7 +1055,12 @@ class Controller:
         pending = step.writes[slot]
         assert pending is not None and isinstance(pending.change, TopicAssignmentWritten)
         record = pending.change.topic
-        step.writes[slot] = self._write(ZkOp.SET, PATHS.topic(name), encode_topic(record), TopicAssignmentWritten(record))
+        base = step.topic_slot_base[name]
+        # Only adds replicas: valid in ZooKeeper with or without the state writes around it.
+        standalone = all(set(record.partitions[p].replicas) >= set(base.partitions[p].replicas)
+                         for p in step.topic_slot_partitions[name] if p in base.partitions)
+        step.writes[slot] = replace(self._write(ZkOp.SET, PATHS.topic(name), encode_topic(record),
+                                                TopicAssignmentWritten(record)), standalone=standalone)
 
     def _reassignment_error(self, step: _Step, tp: TopicPartition, target: tuple[int, ...] | None, *,
                             allow_rf_change: bool = True, check_live: bool = True) -> tuple[ErrorCode, str] | None:

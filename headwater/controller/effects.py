@@ -114,6 +114,12 @@ class ZkWrite:
     expected_version: int = -1
     make_parents: bool = False
     recursive: bool = False
+    standalone: bool = False
+    """ZooKeeper stays consistent whether or not this write is applied, once the writes of its result
+    that are not standalone and come before it are: a topic znode write that only adds replicas
+    (phase U of a new reassignment). Partition state writes are always so. The shell may send a run
+    of such writes to distinct znodes in several multis at once (a failed one only means the
+    controller resigns with some of them applied)."""
 
     @property
     def parents(self) -> tuple[str, ...]:

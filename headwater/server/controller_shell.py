@@ -243,10 +243,11 @@ class ControllerShell:
         A multi is atomic and ZooKeeper runs one session's requests in order, so consecutive writes
         may share a multi (one round trip and one log append for up to MULTI_MAX_OPS writes) without
         changing what ZooKeeper can be left holding: some prefix of ``writes``. Multis go out one
-        after the other, so that nothing runs after a failed one, except within a run of partition
-        state writes that all name different partitions (a failover's ISR changes, a new topic's
-        states): each of those stands on its own, so their multis are sent at once and a failure
-        only means the controller resigns with some of them applied, as after a crash. A recursive
+        after the other, so that nothing runs after a failed one, except within a run of standalone
+        writes that all name different znodes (a failover's ISR changes, a new topic's states, a
+        reassignment's topic znodes and leader-epoch bumps; see ``ZkWrite.standalone``): each of
+        those stands on its own, so their multis are sent at once and a failure only means the
+        controller resigns with some of them applied, as after a crash. A recursive
         delete lists its subtree first, so it goes in a multi of its own.
         """
         i = 0
@@ -415,11 +416,12 @@ def _chunk_end(writes: Sequence[fx.ZkWrite], start: int) -> int:
 
 
 def _independent_run_end(writes: Sequence[fx.ZkWrite], start: int) -> int:
-    """End of the run of partition state writes from ``start`` that name distinct partitions (``start``
-    itself when there is no such run of more than one multi)."""
+    """End of the run of standalone writes from ``start`` (partition states, and topic znode writes
+    the core marks ``standalone``) that name distinct znodes (``start`` itself when there is no such
+    run of more than one multi)."""
     seen: set[str] = set()
     i = start
-    while (i < len(writes) and isinstance(writes[i].change, fx.PartitionStateWritten)
+    while (i < len(writes) and (isinstance(writes[i].change, fx.PartitionStateWritten) or writes[i].standalone)
            and writes[i].op != fx.ZkOp.DELETE and writes[i].path not in seen
            and writes[i].controller_epoch_version == writes[start].controller_epoch_version):
         seen.add(writes[i].path)

@@ -146,11 +146,29 @@ def test_controller_shell_writes_in_multis_and_a_failover_reads_everything_back(
         listed = await second.request(ev.ListPartitionReassignmentsRequested())  # queued behind the election
         assert listed.error == ErrorCode.NONE and second.active
         after = dict(second.core.states)
-        await second.stop()
         assert after == await zk_states(zk, n)
         for tp, state in after.items():
             assert 3 not in state.isr and state.partition_epoch == created[tp].partition_epoch + 1
             assert state.leader != 3 and state.leader in state.isr
+
+        # Broker 4 registers; one request moves every partition's third replica to it. The topic
+        # znode (only adding replicas) and 2,500 leader-epoch bumps go out as pipelined multis.
+        reg = znodes.BrokerRegistration(4, (znodes.Endpoint("PLAINTEXT", "127.0.0.1", nowhere),), 0)
+        await zk.register_broker(4, znodes.encode_broker(reg))
+        while 4 not in second.core.live_brokers:
+            await asyncio.sleep(0.05)
+        plan = tuple(("big", tp.partition, (*after[tp].isr, 4)) for tp in sorted(after))
+        moved = await second.request(ev.AlterPartitionReassignmentsRequested(plan))
+        assert {r.error for r in moved.partitions} == {ErrorCode.NONE}
+        reassigned = dict(second.core.states)
+        assert reassigned == await zk_states(zk, n)
+        assert all(reassigned[tp].leader_epoch == after[tp].leader_epoch + 1 for tp in after)
+        found = await zk.get(PATHS.topic("big"))
+        assert found is not None
+        topic = znodes.decode_topic("big", found[0])
+        assert topic.adding_replicas == dict.fromkeys(range(n), (4,))
+        assert topic.removing_replicas == {p: (3,) for p in range(n)}
+        await second.stop()
 
     run(zk_server, body)
 

@@ -116,6 +116,7 @@ def test_one_request_reassigning_a_topic_writes_its_znode_once() -> None:
     assert [w.path for w in topic_writes] == [PATHS.topic("t0"), PATHS.topic("t1")]
     for w in topic_writes:                   # the bytes carry every partition's change
         assert w.data == encode_topic(w.change.topic)  # type: ignore[union-attr]
+        assert w.standalone                  # only adds replicas: the shell may pipeline it with the bumps
     ongoing = ctl.reassignments()
     assert len(ongoing) == 2 * PER_TOPIC
     for (name, p, target) in plan:
@@ -147,6 +148,7 @@ def test_a_bulk_replacement_shrinks_each_isr_before_the_topic_write_that_drops_t
     order = [w.path for w in result.writes]
     assert order.count(PATHS.topic("t0")) == 1
     topic_at = order.index(PATHS.topic("t0"))
+    assert not result.writes[topic_at].standalone  # it drops replicas: it must wait for the shrinks
     shrinks = [i for i, w in enumerate(result.writes)
                if isinstance(w.change, PartitionStateWritten) and 4 not in w.change.state.isr]
     assert len(shrinks) >= PER_TOPIC and min(shrinks) < topic_at
