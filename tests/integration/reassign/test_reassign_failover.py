@@ -1,6 +1,7 @@
 """Reassignment through failures, on real processes: kill -9 of the active controller in each of the
-phases U, A and B of the ``002`` seed, kill -9 of a target broker while it copies, a cancel while
-copying, and a paused controller holding a reassignment request. One 5-broker cluster is shared; each test moves its own topic from two brokers to two others,
+phases U, A and B of the ``002`` seed and right after it wrote a cancel, kill -9 of a target broker
+while it copies, a removed replica's broker down when the move ends, a cancel while copying, and a
+paused controller holding a reassignment request. One 5-broker cluster is shared; each test moves its own topic from two brokers to two others,
 none of them the controller, under a live acks=all producer, and checks the end state: replicas =
 target, no adding/removing replicas, ISR = target, the removed replicas' directories gone, and every
 acknowledged message readable, once.
@@ -19,6 +20,7 @@ How each phase is caught on real processes:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -367,3 +369,39 @@ def test_reassignment_request_held_by_a_paused_controller_is_redirected(cluster:
     requester.join(90)
     assert outcome == [{(topic, 0): (0, None)}], outcome
     wait_moved(cluster, topic, targets, removed={0: [a, b]})
+
+
+def test_controller_killed_after_writing_a_cancel(cluster: LocalCluster, producers: list[LiveProducer]) -> None:
+    """Killed once a cancel (RS back to the original replicas) is in ZooKeeper and before any broker
+    heard of it: the copies never get their StopReplica, and their brokers delete them when the next
+    controller's metadata no longer lists them."""
+    controller, (a, b, c, d) = roles(cluster)
+    topic = "cancel-then-kill"
+    create(cluster, topic, [[a, b]])
+    produce_bulk(cluster.bootstrap, topic, SLOW_PARTITION_BYTES)
+    producer = live_producer(producers, cluster, topic, rate_per_s=50)
+    set_throttle(cluster, topic, f"0:{c},0:{d}", [c, d], SLOW_BYTES_PER_S)
+    plan = write_plan(cluster, topic, {0: [c, d]})
+    run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--execute", "--reassignment-json-file", str(plan))
+    wait_for(lambda: any(dir_bytes(path) > 0 for x in (c, d) for path in partition_dirs(cluster, x, topic, 0)), 30,
+             "a new replica copying")
+    # The topic znode is written with U, then with the cancel.
+    tripped = cluster.gates[controller].arm(ZkGate.path_bytes(f"/brokers/topics/{topic}"), nth=1, hold="response")
+    requester = threading.Thread(target=lambda: _cancel_quietly(cluster, topic), daemon=True)
+    requester.start()
+    assert tripped.wait(30), "the controller never wrote the cancel"
+    cluster.brokers[controller].kill9()
+    held = wait_for(lambda: (lambda h: h if not h.adding else None)(zk_assignment(cluster, topic)[0]), 5,
+                    "the cancel in ZooKeeper")
+    assert (held.replicas, held.adding, held.removing) == ([a, b], [], []), held
+    assert any(partition_dirs(cluster, x, topic, 0) for x in (c, d)), "a copy was told to stop before the kill"
+    after_kill(cluster, controller)
+    requester.join(60)
+    wait_moved(cluster, topic, {0: [a, b]}, removed={0: [c, d]})
+    clear_throttle(cluster, topic, [c, d])
+    finish(cluster, producer, topic, 1)
+
+
+def _cancel_quietly(cluster: LocalCluster, topic: str) -> None:
+    with contextlib.suppress(AdminError), AdminClient(cluster.bootstrap, timeout_s=60) as client:
+        Cluster(client).alter({(topic, 0): None})  # the controller dies with it: no answer
