@@ -151,7 +151,7 @@ def main() -> int:
             .appName("headwater-spark-million")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
-            # Starting a Python worker can take longer than the default 15 s on a busy machine.
+            # A Python worker's handshake with the JVM can outlast the default 15 s on a busy machine.
             .config("spark.python.authenticate.socketTimeout", "120s")
             .getOrCreate()
         )

@@ -158,8 +158,8 @@ def spark() -> Iterator[object]:
         .config("spark.driver.host", "127.0.0.1")
         # Quiet: the tests read results, not logs.
         .config("spark.sql.streaming.minBatchesToRetain", "100")
-        # A new Python worker must connect back to the JVM within this time (15 s by default);
-        # on a CI machine busy with other suites, starting one (imports included) can take longer.
+        # The socket timeout of a Python worker's handshake with the JVM (15 s by default); on a
+        # CI machine busy with other suites, a worker starting up can take longer than that.
         .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
