@@ -444,8 +444,10 @@ def _independent_run_end(writes: Sequence[fx.ZkWrite], start: int) -> int:
 
 
 def _is_request(event: ev.Event) -> bool:
+    """Events someone waits an answer for: a resigning controller answers them NOT_CONTROLLER."""
     return isinstance(event, ev.ControlledShutdownRequested | ev.AlterPartitionReceived | ev.CreateTopicsRequested
-                      | ev.DeleteTopicsRequested | ev.CreatePartitionsRequested)
+                      | ev.DeleteTopicsRequested | ev.CreatePartitionsRequested
+                      | ev.AlterPartitionReassignmentsRequested | ev.ListPartitionReassignmentsRequested)
 
 
 async def _descendants(zk: ZooKeeper, path: str) -> list[str]:
