@@ -396,7 +396,13 @@ class LocalCluster:
 
         def full() -> list[PartitionLine] | None:
             lines = [line for line in self.describe() if line.topic in wanted]
-            if len(lines) == partitions * len(wanted) and all(line.full for line in lines):
+            if len(lines) != partitions * len(wanted) or not all(line.full for line in lines):
+                return None
+            # ZooKeeper too: Metadata comes from one broker's cache, and a broker that was paused or
+            # cut off answers from what it knew before (full ISRs, say) until the controller reaches it.
+            states = {t: self.partition_states(t) for t in wanted}
+            if all(sorted(states[line.topic].get(line.partition, {}).get("isr", ())) == sorted(line.replicas)
+                   for line in lines):
                 return lines
             return None
 
