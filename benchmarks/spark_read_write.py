@@ -207,6 +207,9 @@ def main() -> int:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3, help="alternating baseline/Spark rounds per figure")
+    parser.add_argument(
+        "--master", default="local[2]", help="Spark master (local[2]: one task per core here)"
+    )
     parser.add_argument("--bootstrap", default=None, help="use this cluster instead of starting a broker")
     parser.add_argument("--broker", choices=("headwater", "tansu"), default="headwater")
     args = parser.parse_args()
@@ -231,7 +234,7 @@ def main() -> int:
         import headwater.spark
 
         spark = (
-            SparkSession.builder.master("local[2]")
+            SparkSession.builder.master(args.master)
             .appName("headwater-spark-bench")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
@@ -308,7 +311,7 @@ def main() -> int:
         "records": n,
         "value_bytes": size,
         "partitions": parts,
-        "spark_master": "local[2]",
+        "spark_master": args.master,
         "rounds": args.rounds,
         "spark_startup_s": round(startup_s, 2),
         "spark_read_cold_s": round(cold_s, 2),
