@@ -422,7 +422,8 @@ class ReplicaManager:
             try:
                 resp = await self._send_alter_partition(list(batch.values()))
             except (ChannelError, KafkaError) as exc:
-                log.info("AlterPartition failed (%s); retrying", exc)
+                # Debug level: with no controller elected this repeats every ALTER_PARTITION_RETRY_S until one is elected.
+                log.debug("AlterPartition failed (%s); retrying", exc)
                 for key, p in batch.items():
                     self._alter_queue.setdefault(key, p)
                 await asyncio.sleep(ALTER_PARTITION_RETRY_S)
