@@ -14,14 +14,14 @@ from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from headwater.admin.cluster import ClusterState, start_cluster, stop_cluster
-from headwater.admin.local import free_port
+from headwater.admin.local import free_port, free_port_range
 from headwater.cli import main
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     root = Path(tmp_path_factory.mktemp("quota-cluster"))
-    state = start_cluster(root, 3, free_port(), free_port(), [], {
+    state = start_cluster(root, 3, free_port_range(3), free_port(), [], {
         "controller.quota.window.num": "2", "controller.quota.window.size.seconds": "1",
     })
     try:
