@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := zookeeper kcat default-jre-headless iproute2 nftables iptables
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # pytest-xdist is not used: tests start real brokers and bind ports, and 2 cores are already busy.
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=25
 
 .PHONY: demo test lint typecheck unit system venv bench chaos clean
 
