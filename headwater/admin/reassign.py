@@ -53,6 +53,13 @@ class Ongoing:
     adding: list[int]
     removing: list[int]
 
+    @property
+    def queued(self) -> bool:
+        """Waiting for reassignment.max.concurrent.moves.per.broker: headwater's controller lists a
+        queued partition with its current replicas and no adding or removing replicas, which an
+        ongoing reassignment never has."""
+        return not self.adding and not self.removing
+
 
 def _tp(tp: TopicPartition) -> str:
     return f"{tp[0]}-{tp[1]}"
@@ -308,7 +315,8 @@ def verify(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_
         target = plan[tp]
         if tp in ongoing:
             all_done = False
-            echo(f"Reassignment of partition {_tp(tp)} is still in progress.")
+            queued = " (queued)" if ongoing[tp].queued else ""
+            echo(f"Reassignment of partition {_tp(tp)} is still in progress{queued}.")
             continue
         replicas = current.get(tp, [])
         if replicas == target:
@@ -395,6 +403,8 @@ def _watch_live(console: Any, plan: Mapping[TopicPartition, list[int]], poll: An
             o = ongoing.get(tp)
             if o is None:
                 t.add_row(_tp(tp), ",".join(map(str, plan[tp])), "", "", "[green]completed[/]")
+            elif o.queued:
+                t.add_row(_tp(tp), ",".join(map(str, o.replicas)), "", "", "queued")
             elif not o.adding:
                 t.add_row(_tp(tp), ",".join(map(str, o.replicas)), "", "", "removing replicas")
             for c in (c for c in copies if c.tp == tp):
@@ -471,8 +481,9 @@ def clear_throttles(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], 
 
 def cancel(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_throttles: bool, echo: Any) -> int:
     ongoing = cluster.ongoing()
-    # Kafka's original rule: a partition is moving if it adds or removes anything.
-    targets = {tp: None for tp in plan if tp in ongoing and (ongoing[tp].adding or ongoing[tp].removing)}
+    # Kafka's rule is that a partition is moving if it adds or removes anything; a queued one (listed
+    # with neither) is cancelled too, which takes it out of the controller's queue.
+    targets = {tp: None for tp in plan if tp in ongoing}
     if not targets:
         echo("None of the specified partition reassignments are active.")
     else:
@@ -499,6 +510,8 @@ def list_reassignments(cluster: Cluster, echo: Any) -> int:
             line += f" adding: {','.join(map(str, o.adding))}."
         if o.removing:
             line += f" removing: {','.join(map(str, o.removing))}."
+        if o.queued:
+            line += " queued."
         echo(line)
     return 0
 

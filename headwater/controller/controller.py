@@ -64,6 +64,7 @@ from headwater.controller.effects import (
     ListPartitionReassignmentsResponse,
     OngoingReassignment,
     PartitionStateWritten,
+    ReassignmentQueueWritten,
     ReassignmentResult,
     Response,
     StopReplicaPartition,
@@ -83,6 +84,7 @@ from headwater.controller.events import (
     AlterPartitionItem,
     AlterPartitionReassignmentsRequested,
     AlterPartitionReceived,
+    BrokerDefaultConfigsChanged,
     BrokerExpired,
     BrokerRegistered,
     ControlledShutdownRequested,
@@ -108,6 +110,7 @@ from headwater.controller.znodes import (
     TopicPartition,
     TopicRecord,
     encode_partition_state,
+    encode_reassignment_queue,
     encode_topic,
 )
 from headwater.metadata import zk
@@ -180,8 +183,11 @@ EVENT_RULES: Mapping[type, str] = {
     TopicConfigChanged: "cache the config; if unclean election became allowed, elect that topic's offline partitions",
     AlterPartitionReassignmentsRequested: "validate each partition on its own; the rest start (phase U, then A or B), "
     "replace an ongoing reassignment (keeping the original set) or cancel it (target := original); they leave "
-    "/admin/reassign_partitions (the latest request wins)",
-    ListPartitionReassignmentsRequested: "answer RS, AR and RR of the ongoing reassignments from the cache; no writes",
+    "/admin/reassign_partitions (the latest request wins). With reassignment.max.concurrent.moves.per.broker, a "
+    "target that would put a broker over the limit is queued in /admin/reassignment_queue instead",
+    ListPartitionReassignmentsRequested: "answer RS, AR and RR of the ongoing reassignments from the cache, and queued "
+    "ones with their current replicas and no AR or RR; no writes",
+    BrokerDefaultConfigsChanged: "cache reassignment.max.concurrent.moves.per.broker; start queued moves that now fit",
     LegacyReassignmentRequested: "start every readable entry of /admin/reassign_partitions (no liveness check); "
     "entries that cannot start leave the znode, and each completed partition leaves it",
 }
@@ -253,6 +259,26 @@ def not_controller_response(event: Event) -> Response | None:
     return None
 
 
+MAX_MOVES_CONFIG = "reassignment.max.concurrent.moves.per.broker"
+UNLIMITED_MOVES = (1 << 31) - 1
+"""The config's default: no broker ever waits."""
+
+
+def max_moves(configs: Mapping[str, str]) -> int:
+    """The limit in a broker config map; a missing or unusable value means no limit (the broker's
+    config validation refuses such values, so only a hand-written znode has one)."""
+    try:
+        value = int(configs.get(MAX_MOVES_CONFIG, UNLIMITED_MOVES))
+    except ValueError:
+        return UNLIMITED_MOVES
+    return value if value >= 1 else UNLIMITED_MOVES
+
+
+def _moves_of(a: ReplicaAssignment) -> tuple[int, ...]:
+    """The brokers a reassignment occupies: its AR and RR (disjoint by construction)."""
+    return (*a.adding_replicas, *a.removing_replicas)
+
+
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
     default_partitions: int = 1
@@ -309,6 +335,8 @@ class _Step:
     """StopReplica(delete=false) sent before ``stop`` (OfflineReplica, then ReplicaDeletionStarted)."""
     legacy_written: bool = False
     legacy: dict[tuple[str, int], tuple[int, ...]] | None = None
+    queue: dict[TopicPartition, tuple[int, ...]] | None = None
+    """This step's copy of the reassignment queue once it touched it (None: unchanged)."""
     metadata_first: bool = False
     """A LeaderAndIsr of METADATA_FIRST_PARTITIONS or more is preceded by an UpdateMetadata of the
     live brokers alone (failover)."""
@@ -334,6 +362,9 @@ class Controller:
         self._states: dict[TopicPartition, LeaderIsr] = {}
         self._deleting: dict[str, set[tuple[TopicPartition, int]]] = {}
         self._legacy: dict[tuple[str, int], tuple[int, ...]] | None = None
+        self._queued: dict[TopicPartition, tuple[int, ...]] = {}   # insertion order is queue order
+        self._queue_znode = False
+        self._max_moves = UNLIMITED_MOVES
 
     # --- queries ----------------------------------------------------------------------------------
 
@@ -386,6 +417,19 @@ class Controller:
             out[tp] = Reassignment(tp.topic, tp.partition, a.replicas, a.adding_replicas, a.removing_replicas,
                                    a.origin_replicas, a.target_replicas)
         return out
+
+    @property
+    def queued(self) -> Mapping[TopicPartition, tuple[int, ...]]:
+        """Reassignments waiting for ``reassignment.max.concurrent.moves.per.broker``: partition -> target, in order."""
+        return self._queued
+
+    @property
+    def max_moves_per_broker(self) -> int:
+        return self._max_moves
+
+    def moves_per_broker(self) -> Counter[int]:
+        """Ongoing moves per broker: a broker counts once per reassignment that has it in AR or RR."""
+        return self._moves()
 
     def pending_deletions(self, topic: str) -> frozenset[tuple[TopicPartition, int]]:
         """Replicas (partition, broker) of a topic being deleted that have not confirmed yet."""
@@ -458,6 +502,9 @@ class Controller:
             return self._on_list_reassignments(event)
         if isinstance(event, LegacyReassignmentRequested):
             return self._on_legacy_reassignment(event)
+        if isinstance(event, BrokerDefaultConfigsChanged):
+            self._max_moves = max_moves(event.configs)
+            return self._finish(_Step())
         return self._on_create_partitions(event)
 
     def apply(self, write: ZkWrite) -> None:
@@ -494,6 +541,9 @@ class Controller:
             self._configs.pop(change.topic, None)
         elif isinstance(change, LegacyReassignmentWritten):
             self._legacy = None if change.partitions is None else dict(change.partitions)
+        elif isinstance(change, ReassignmentQueueWritten):
+            self._queued = dict(change.entries or ())
+            self._queue_znode = change.entries is not None
         else:
             assert isinstance(change, DeletionMarkerRemoved)
 
@@ -696,6 +746,11 @@ class Controller:
         self._trigger_online(step)
         # Kafka's initializePartitionReassignments: /admin/reassign_partitions first (it supersedes API
         # reassignments of the same partitions), then every other ongoing reassignment resumes.
+        # The queue is loaded first, so that legacy entries go through the limit; what it holds starts
+        # in _finish once the ongoing reassignments have resumed (they keep their places).
+        self._max_moves = max_moves(snap.broker_defaults)
+        self._queued = dict(snap.reassignment_queue or ())
+        self._queue_znode = snap.reassignment_queue is not None
         self._legacy = None if snap.reassign_partitions is None else dict(snap.reassign_partitions)
         started = self._process_legacy(step, self._legacy) if self._legacy is not None else set()
         for tp in self._reassigning(step):
@@ -1082,7 +1137,7 @@ class Controller:
                 return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                         f"Replica assignment has brokers that are not alive. Replica list: {list(adding)}, "
                         f"live broker list: {sorted(live)}")
-        if target is None and not (exists and current.is_being_reassigned):
+        if target is None and not (exists and (current.is_being_reassigned or tp in self._queue_view(step))):
             return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."
         if not exists or tp.topic in self._deleting or tp.topic in step.queued_deletions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
@@ -1204,13 +1259,15 @@ class Controller:
         """processZkPartitionReassignment: start each entry; entries that cannot start leave the znode."""
         started: set[TopicPartition] = set()
         failed: set[tuple[str, int]] = set()
+        load = self._load(step)
         for (topic, partition), target in sorted(partitions.items()):
             tp = TopicPartition(topic, partition)
             if self._reassignment_error(step, tp, tuple(target), check_live=False) is not None:
                 failed.add((topic, partition))
                 continue
             started.add(tp)
-            self._reassign(step, tp, self._assignment(step, tp).reassign_to(target))
+            if self._request_move(step, tp, tuple(target), load) is not None:
+                failed.add((topic, partition))
         self._legacy_remove(step, lambda key, _r: key in failed or not partitions)
         return started
 
@@ -1230,10 +1287,117 @@ class Controller:
                 results[tp] = ReassignmentResult(tp.topic, tp.partition, *error)
         # The latest reassignment wins: accepted partitions leave /admin/reassign_partitions first.
         self._legacy_remove(step, lambda key, _r: TopicPartition(*key) in accepted)
+        load = self._load(step)
         for tp, target in accepted.items():
-            current = self._assignment(step, tp)
-            self._reassign(step, tp, current.reassign_to(current.origin_replicas if target is None else target))
+            error = self._request_move(step, tp, target, load)
+            if error is not None:
+                results[tp] = ReassignmentResult(tp.topic, tp.partition, *error)
         return self._finish(step, AlterPartitionReassignmentsResponse(ErrorCode.NONE, tuple(results.values())))
+
+    # --- batching: reassignment.max.concurrent.moves.per.broker (beyond Kafka) --------------------
+
+    def _queue_view(self, step: _Step) -> dict[TopicPartition, tuple[int, ...]]:
+        """The queue as this step has it; copied on first use, so the cache changes only on apply."""
+        if step.queue is None:
+            step.queue = dict(self._queued)
+        return step.queue
+
+    def _moves(self, step: _Step | None = None) -> Counter[int]:
+        load: Counter[int] = Counter()
+        for tp in self._reassigning(step):
+            topic = (step.topics.get(tp.topic) if step else None) or self._topics[tp.topic]
+            load.update(_moves_of(topic.partitions[tp.partition]))
+        return load
+
+    def _load(self, step: _Step) -> Counter[int] | None:
+        """Ongoing moves per broker, or None when there is no limit (no scan of 10,000 partitions then)."""
+        return None if self._max_moves >= UNLIMITED_MOVES else self._moves(step)
+
+    def _fits(self, load: Counter[int] | None, current: ReplicaAssignment, new: ReplicaAssignment) -> bool:
+        """Would ``new`` keep every broker within the limit, once ``current``'s own moves are given back?"""
+        if load is None:
+            return True
+        mine = Counter(_moves_of(current))
+        return all(load[b] - mine[b] + 1 <= self._max_moves for b in _moves_of(new))
+
+    def _started(self, step: _Step, load: Counter[int] | None, tp: TopicPartition, before: ReplicaAssignment) -> None:
+        if load is not None:
+            load.subtract(_moves_of(before))
+            load.update(_moves_of(self._assignment(step, tp)))
+
+    def _request_move(self, step: _Step, tp: TopicPartition, target: tuple[int, ...] | None,
+                      load: Counter[int] | None) -> tuple[ErrorCode, str] | None:
+        """An accepted target (None: cancel) for one partition: start it, or queue it if a broker is at its limit.
+
+        A partition is either ongoing or queued, never both, so the original set stays the one in
+        ZooKeeper: a queued partition has RS = ORS. A replacement of an ongoing reassignment that no
+        longer fits reverts it (a cancel, which always finishes at once) and queues the new target."""
+        current = self._assignment(step, tp)
+        queue = self._queue_view(step) if (self._queued or step.queue or load is not None) else None
+        if target is None:
+            if queue is not None:
+                queue.pop(tp, None)             # a queued one just leaves the queue
+            if current.is_being_reassigned:
+                self._reassign(step, tp, current.reassign_to(current.origin_replicas))
+                self._started(step, load, tp, current)
+            return None
+        if queue is not None and tp in queue and not current.is_being_reassigned:
+            queue[tp] = target                  # replaced in place: it keeps its turn
+            return None
+        new = current.reassign_to(target)
+        if self._fits(load, current, new):
+            if queue is not None:
+                queue.pop(tp, None)
+            self._reassign(step, tp, new)
+            self._started(step, load, tp, current)
+            return None
+        assert queue is not None
+        if current.is_being_reassigned:
+            revert = current.reassign_to(current.origin_replicas)
+            if self._needs_unclean(step, tp, revert):
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Unable to queue the change of partition assignment for {tp.topic}:{tp.partition} "
+                        f"because reverting the ongoing one would require an unclean leader election.")
+            self._reassign(step, tp, revert)
+            self._started(step, load, tp, current)
+        queue[tp] = target
+        return None
+
+    def _drain(self, step: _Step) -> None:
+        """Start queued reassignments that fit, in queue order; drop those whose topic is gone or going.
+
+        Called at the end of every event with a queue: phase B, a cancel, a deletion or a higher
+        limit are what make room, and each of them ends in ``_finish``."""
+        queue = self._queue_view(step)
+        load = self._load(step)
+        for tp, target in list(queue.items()):
+            if not self._exists(tp) or tp.topic in self._deleting or tp.topic in step.queued_deletions:
+                del queue[tp]
+                continue
+            current = self._assignment(step, tp)
+            if current.is_being_reassigned:
+                # Only after a failover between a start's phase U and the queue's rewrite: the entry
+                # has started. (A partition is otherwise never ongoing and queued at once.)
+                if current.target_replicas == target:
+                    del queue[tp]
+                continue
+            new = current.reassign_to(target)
+            if self._fits(load, current, new):
+                del queue[tp]
+                self._reassign(step, tp, new)
+                self._started(step, load, tp, current)
+
+    def _queue_write(self, step: _Step) -> ZkWrite | None:
+        """The queue's znode, written last: a start's phase U comes first, so a failover in between
+        finds the partition ongoing and its entry still queued, which ``_drain`` then drops."""
+        if step.queue is None or list(step.queue.items()) == list(self._queued.items()):
+            return None
+        entries = tuple(step.queue.items())
+        if not entries:
+            return self._write(ZkOp.DELETE, PATHS.REASSIGNMENT_QUEUE, None, ReassignmentQueueWritten(None))
+        op = ZkOp.SET if self._queue_znode else ZkOp.CREATE
+        return self._write(op, PATHS.REASSIGNMENT_QUEUE, encode_reassignment_queue(entries),
+                           ReassignmentQueueWritten(entries))
 
     def _on_list_reassignments(self, event: ListPartitionReassignmentsRequested) -> ControllerResult:
         # Straight from the topic records, without building Reassignment values first: with 10,000 in
@@ -1245,12 +1409,23 @@ class Controller:
                 return None
             return OngoingReassignment(name, p, a.replicas, a.adding_replicas, a.removing_replicas)
 
+        def queued(name: str, p: int) -> OngoingReassignment | None:
+            # Kafka's answer has no field for "queued": a queued partition is listed as ZooKeeper holds
+            # it (RS = its current replicas, no AR, no RR). Being listed keeps kafka-reassign-partitions
+            # --verify saying "still in progress", and empty AR and RR (which an ongoing one never has)
+            # mark it as queued for `headwater reassign --list`.
+            tp = TopicPartition(name, p)
+            if tp not in self._queued or name in self._deleting or not self._exists(tp):
+                return None
+            return OngoingReassignment(name, p, self._topics[name].partitions[p].replicas, (), ())
+
         if event.partitions is None:
             wanted: Sequence[tuple[str, int]] = [(name, p) for name in sorted(self._topics)
                                                  for p in sorted(self._topics[name].partitions)]
         else:
             wanted = list(dict.fromkeys((t, p) for t, p in event.partitions))
-        parts = tuple(o for o in (ongoing(t, p) for t, p in wanted) if o is not None)
+        parts = tuple(o for o in (ongoing(t, p) or (queued(t, p) if self._queued else None) for t, p in wanted)
+                      if o is not None)
         return ControllerResult(response=ListPartitionReassignmentsResponse(ErrorCode.NONE, parts))
 
     def _on_legacy_reassignment(self, event: LegacyReassignmentRequested) -> ControllerResult:
@@ -1262,6 +1437,8 @@ class Controller:
     # --- turning a step into writes and requests ------------------------------------------------
 
     def _finish(self, step: _Step, response: Response | None = None) -> ControllerResult:
+        if step.queue or (step.queue is None and self._queued):
+            self._drain(step)
         for name in list(step.topic_slots):
             self._seal_topic_write(step, name)
         writes = [w for w in step.writes if w is not None]
@@ -1280,6 +1457,9 @@ class Controller:
                 if b in self._live:
                     step.lai.setdefault(b, {})[tp] = True
             step.um.add(tp)
+        queue_write = self._queue_write(step)
+        if queue_write is not None:
+            writes.append(queue_write)
         return ControllerResult(tuple(writes), tuple(self._requests(step)), response)
 
     def _requests(self, step: _Step) -> list[BrokerRequest]:

@@ -73,6 +73,13 @@ class LegacyReassignmentWritten:
     partitions: Mapping[tuple[str, int], tuple[int, ...]] | None
 
 
+@dataclass(frozen=True, slots=True)
+class ReassignmentQueueWritten:
+    """``/admin/reassignment_queue`` now holds ``entries``, in order (None: the znode was deleted)."""
+
+    entries: tuple[tuple[TopicPartition, tuple[int, ...]], ...] | None
+
+
 Change = (
     PartitionStateWritten
     | TopicAssignmentWritten
@@ -82,6 +89,7 @@ Change = (
     | TopicConfigRemoved
     | DeletionMarkerRemoved
     | LegacyReassignmentWritten
+    | ReassignmentQueueWritten
 )
 
 

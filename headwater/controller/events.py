@@ -179,6 +179,15 @@ class LegacyReassignmentRequested:
     partitions: Mapping[tuple[str, int], tuple[int, ...]]
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerDefaultConfigsChanged:
+    """``/config/brokers/<default>`` now holds ``configs`` (the cluster-wide dynamic broker defaults).
+
+    The controller reads ``reassignment.max.concurrent.moves.per.broker`` from it."""
+
+    configs: Mapping[str, str]
+
+
 Event = (
     ControllerElected
     | Resigned
@@ -194,4 +203,5 @@ Event = (
     | AlterPartitionReassignmentsRequested
     | ListPartitionReassignmentsRequested
     | LegacyReassignmentRequested
+    | BrokerDefaultConfigsChanged
 )

@@ -8,6 +8,7 @@ the broker epoch.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,6 +118,10 @@ class ZkSnapshot:
     topics_to_delete: frozenset[str] = frozenset()
     reassign_partitions: Mapping[tuple[str, int], tuple[int, ...]] | None = None
     """``/admin/reassign_partitions`` (None: no such znode; an unreadable document reads as empty)."""
+    reassignment_queue: tuple[tuple[TopicPartition, tuple[int, ...]], ...] | None = None
+    """``/admin/reassignment_queue`` in order (None: no such znode)."""
+    broker_defaults: Mapping[str, str] = field(default_factory=dict)
+    """``/config/brokers/<default>``: the cluster-wide dynamic broker configs."""
 
 
 # --- to and from metadata.zk ---------------------------------------------------------------------
@@ -184,6 +189,8 @@ def snapshot_from_znodes(znodes: Mapping[str, Znode]) -> ZkSnapshot:
     states: dict[TopicPartition, LeaderIsr] = {}
     to_delete: set[str] = set()
     legacy: dict[tuple[str, int], tuple[int, ...]] | None = None
+    queue: tuple[tuple[TopicPartition, tuple[int, ...]], ...] | None = None
+    defaults: dict[str, str] = {}
     for path, node in znodes.items():
         parts = path.strip("/").split("/")
         if parts[:2] == ["brokers", "ids"] and len(parts) == 3 and node.data:
@@ -199,4 +206,35 @@ def snapshot_from_znodes(znodes: Mapping[str, Znode]) -> ZkSnapshot:
             to_delete.add(parts[2])
         elif path == PATHS.REASSIGN_PARTITIONS:
             legacy = decode_reassign_partitions(node.data)
-    return ZkSnapshot(brokers, topics, configs, states, frozenset(to_delete), legacy)
+        elif path == PATHS.REASSIGNMENT_QUEUE:
+            queue = decode_reassignment_queue(node.data)
+        elif path == BROKER_DEFAULTS and node.data:
+            defaults = zk.decode_config("brokers", zk.DEFAULT_ENTITY, node.data)
+    return ZkSnapshot(brokers, topics, configs, states, frozenset(to_delete), legacy, queue, defaults)
+
+
+BROKER_DEFAULTS = PATHS.config("brokers", zk.DEFAULT_ENTITY)
+"""The cluster-wide dynamic broker configs, where the controller reads its reassignment limit."""
+
+
+def encode_reassignment_queue(entries: Sequence[tuple[TopicPartition, Sequence[int]]]) -> bytes:
+    """``/admin/reassignment_queue``: the legacy znode's JSON (version 1), but in queue order, not sorted."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": tp.topic, "partition": tp.partition, "replicas": list(r)} for tp, r in entries
+    ]}, separators=(",", ":")).encode()
+
+
+def decode_reassignment_queue(data: bytes | None) -> tuple[tuple[TopicPartition, tuple[int, ...]], ...]:
+    """Entries in order; a later entry for the same partition replaces the earlier one's target in place.
+
+    Only the controller writes this znode, so an unreadable document is a bug or a hand edit: it reads
+    as empty (as Kafka's controller treats an unreadable legacy znode) rather than blocking failover."""
+    try:
+        doc = json.loads(data or b"")
+        out: dict[TopicPartition, tuple[int, ...]] = {}
+        for entry in doc["partitions"]:
+            replicas = tuple(int(r) for r in entry["replicas"])
+            out[TopicPartition(str(entry["topic"]), int(entry["partition"]))] = replicas
+    except (ValueError, TypeError, KeyError):
+        return ()
+    return tuple(out.items())

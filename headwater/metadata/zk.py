@@ -69,6 +69,7 @@ class _Paths:
     BROKER_SEQID = "/brokers/seqid"
     DELETE_TOPICS = "/admin/delete_topics"
     REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+    REASSIGNMENT_QUEUE = "/admin/reassignment_queue"  # headwater's own: moves waiting for the per-broker limit
     PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
     CONFIG_CHANGES = "/config/changes"
     CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"  # create sequential with this path

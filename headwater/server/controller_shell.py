@@ -24,6 +24,7 @@ from headwater.controller import effects as fx
 from headwater.controller import events as ev
 from headwater.controller.controller import Controller, ControllerConfig, not_controller_response
 from headwater.controller.znodes import (
+    BROKER_DEFAULTS,
     TopicPartition,
     Znode,
     decode_live_broker,
@@ -98,6 +99,7 @@ class ControllerShell:
         self.submit(ev.ControllerElected(epoch, epoch_zk_version, snapshot))
         self.zk.watch_children(PATHS.BROKER_IDS, self._on_broker_children)
         self.zk.watch_data(PATHS.REASSIGN_PARTITIONS, self._on_legacy_reassignment)
+        self.zk.watch_data(BROKER_DEFAULTS, self._on_broker_defaults)
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
 
     async def _read_tree(self) -> dict[str, Znode]:
@@ -112,7 +114,8 @@ class ControllerShell:
         ids, topics, configs, deleting = await zk.children_many(
             [PATHS.BROKER_IDS, PATHS.BROKER_TOPICS, CONFIG_TOPICS, PATHS.DELETE_TOPICS])
         paths = [*(PATHS.broker(int(b)) for b in ids), *(PATHS.topic(t) for t in topics),
-                 *(PATHS.config("topics", c) for c in configs), PATHS.REASSIGN_PARTITIONS]
+                 *(PATHS.config("topics", c) for c in configs), PATHS.REASSIGN_PARTITIONS,
+                 PATHS.REASSIGNMENT_QUEUE, BROKER_DEFAULTS]
         out: dict[str, Znode] = {PATHS.delete_topic(t): Znode(None) for t in deleting}
         for path, found in zip(paths, await zk.get_many(paths), strict=True):
             if found is not None:
@@ -175,6 +178,19 @@ class ControllerShell:
             return
         self._legacy_seen = stat.czxid
         self.submit(ev.LegacyReassignmentRequested(decode_reassign_partitions(data)))
+
+    def _on_broker_defaults(self, data: bytes | None, _stat: Any) -> None:
+        """``/config/brokers/<default>`` changed (or the watch's first call): the controller takes its
+        reassignment limit from there. Handing over the same configs again changes nothing."""
+        if not self.active:
+            return
+        try:
+            configs = znodes.decode_config("brokers", znodes.DEFAULT_ENTITY, data) if data else {}
+        except ValueError:
+            log.warning("controller %d: %s does not decode; keeping the previous broker defaults",
+                        self.broker_id, BROKER_DEFAULTS)
+            return
+        self.submit(ev.BrokerDefaultConfigsChanged(configs))
 
     def _on_broker_children(self, _children: list[str]) -> None:
         # The read and the diff against the controller's view happen in the event loop, in turn

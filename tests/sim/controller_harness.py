@@ -65,6 +65,7 @@ from headwater.controller.events import (
     StopReplicaResponseReceived,
 )
 from headwater.controller.znodes import (
+    BROKER_DEFAULTS,
     PATHS,
     LeaderIsr,
     LiveBroker,
@@ -74,6 +75,7 @@ from headwater.controller.znodes import (
     Znode,
     decode_live_broker,
     decode_partition_state,
+    decode_reassignment_queue,
     decode_topic,
     snapshot_from_znodes,
 )
@@ -171,8 +173,9 @@ class FakeZk:
 
     def snapshot(self) -> ZkSnapshot:
         prefixes = ("/brokers/", "/config/topics/", "/admin/delete_topics/")
+        singles = (PATHS.REASSIGN_PARTITIONS, PATHS.REASSIGNMENT_QUEUE, BROKER_DEFAULTS)
         return snapshot_from_znodes({p: Znode(n.data, n.version, n.czxid) for p, n in self.nodes.items()
-                                     if p.startswith(prefixes) or p == PATHS.REASSIGN_PARTITIONS})
+                                     if p.startswith(prefixes) or p in singles})
 
     def assignments(self) -> dict[TopicPartition, ReplicaAssignment]:
         """Every partition's assignment in the topic znodes (decoded once per znode content)."""
@@ -186,6 +189,10 @@ class FakeZk:
                         TopicPartition(name, p): a for p, a in decode_topic(name, node.data).partitions.items()})
                 out.update(cached[1])
         return out
+
+    def queue(self) -> dict[TopicPartition, tuple[int, ...]]:
+        node = self.nodes.get(PATHS.REASSIGNMENT_QUEUE)
+        return {} if node is None else dict(decode_reassignment_queue(node.data))
 
     def legacy(self) -> dict[tuple[str, int], tuple[int, ...]] | None:
         node = self.nodes.get(PATHS.REASSIGN_PARTITIONS)
@@ -278,7 +285,11 @@ class ReassignmentModel:
             original = frozenset(before.replicas)
         self.expected[tp] = Expected(original, target)
 
-    def check(self, assignments: dict[TopicPartition, ReplicaAssignment], gone: set[str]) -> None:
+    def check(self, assignments: dict[TopicPartition, ReplicaAssignment], gone: set[str],
+              queue: dict[TopicPartition, tuple[int, ...]] | None = None) -> None:
+        """``queue``: ZooKeeper's reassignment queue. A queued partition is not reassigning, still has its
+        original set and waits with the last accepted target."""
+        queue = queue or {}
         for tp in [tp for tp in self.expected if tp.topic in gone]:
             del self.expected[tp]
         now = {tp for tp, a in assignments.items() if a.is_being_reassigned}
@@ -296,6 +307,11 @@ class ReassignmentModel:
                     raise Violation(f"{tp}: reassigning to {trs}, the last request said {exp.target}: {a}")
                 if ReplicaAssignment(ors).reassign_to(trs) != a:
                     raise Violation(f"{tp}: RS/AR/RR break RS = TRS + (ORS - TRS): {a}")
+            elif tp in queue:
+                if frozenset(a.replicas) != exp.original:
+                    raise Violation(f"{tp}: queued, but {a.replicas} is not the original set {sorted(exp.original)}")
+                if queue[tp] != exp.target:
+                    raise Violation(f"{tp}: queued with target {queue[tp]}, the last request said {exp.target}")
             elif exp.target is None and frozenset(a.replicas) != exp.original:
                 raise Violation(f"{tp}: cancelled, but {a.replicas} is not the original set {sorted(exp.original)}")
             elif exp.target is not None and a.replicas != exp.target:
@@ -425,12 +441,19 @@ class Envelope:
 
 class Simulation:
     def __init__(self, seed: int, n_brokers: int = 4,
-                 reassignments: list[tuple[int, str, int, tuple[int, ...]]] | None = None) -> None:
+                 reassignments: list[tuple[int, str, int, tuple[int, ...]]] | None = None,
+                 max_moves: int | None = None) -> None:
         """``reassignments``: (step, kind, pick, target) to run at those steps instead of random ones;
-        kind is "alter", "replace" (an alter of a partition that is reassigning, if any) or "cancel"."""
+        kind is "alter", "replace" (an alter of a partition that is reassigning or queued, if any) or
+        "cancel". ``max_moves``: ``reassignment.max.concurrent.moves.per.broker`` in the cluster-wide
+        broker defaults; no broker may ever be in AR or RR of more ongoing reassignments than that."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.zk = FakeZk()
+        self.max_moves = max_moves
+        if max_moves is not None:
+            config = zk.encode_config({"reassignment.max.concurrent.moves.per.broker": str(max_moves)})
+            self.zk.nodes[BROKER_DEFAULTS] = _Node(config, 0, self.zk._zxid())
         self.now_ms = 0
         self.brokers = {b: Broker(b) for b in range(1, n_brokers + 1)}
         self.controllers: dict[int, Controller] = {}
@@ -548,6 +571,8 @@ class Simulation:
             raise self.fail("controller topics differ from ZooKeeper")
         if ctl.legacy_reassignment != snap.reassign_partitions:
             raise self.fail(f"controller's {PATHS.REASSIGN_PARTITIONS} differs: {ctl.legacy_reassignment}")
+        if list(ctl.queued.items()) != list(snap.reassignment_queue or ()):
+            raise self.fail(f"controller's {PATHS.REASSIGNMENT_QUEUE} differs: {ctl.queued}")
 
     # --- broker lifecycle -----------------------------------------------------------------------
 
@@ -660,6 +685,8 @@ class Simulation:
         self.controllers[b.broker_id] = Controller(b.broker_id)
         self.broker_change_pending = False
         self.stats["elections"] += 1
+        if self.zk.queue():
+            self.stats["elections_with_queue"] += 1
         self.log(f"broker {b.broker_id} elected controller, epoch {won[0]}")
         self.run_controller(b.broker_id, ControllerElected(won[0], won[1], self.zk.snapshot()))
 
@@ -718,7 +745,7 @@ class Simulation:
         if active is None or not parts:
             return
         holder, ctl = active
-        ongoing = sorted(ctl.reassignments())
+        ongoing = sorted(set(ctl.reassignments()) | set(ctl.queued))
         if kind is None:
             kind = self.rng.choice(["alter", "alter", "replace", "replace", "cancel"])
             pick = self.rng.randrange(1 << 16)
@@ -759,7 +786,8 @@ class Simulation:
         now = self.zk.assignments()
         for (topic, partition), target in sorted((content or {}).items()):
             tp = TopicPartition(topic, partition)
-            if tp in before and tp in now and now[tp].target_replicas == target and topic in self.topics:
+            started = tp in now and now[tp].target_replicas == target
+            if tp in before and (started or self.zk.queue().get(tp) == target) and topic in self.topics:
                 self.model.accepted(tp, before[tp], target)
 
     def reassigning(self) -> list[TopicPartition]:
@@ -792,10 +820,11 @@ class Simulation:
                 self.shutdown_tick()
                 self.advance_time()
                 self.check()
-                if not self.reassigning() and self.zk.legacy() is None and self.active_controller() is not None:
+                if (not self.reassigning() and self.zk.legacy() is None and not self.zk.queue()
+                        and self.active_controller() is not None):
                     break
             else:
-                raise self.fail(f"reassignments never finished: {self.reassigning()}")
+                raise self.fail(f"reassignments never finished: {self.reassigning()} queued {self.zk.queue()}")
             self.model.check(self.zk.assignments(), self.deleted)
         except Violation as err:
             if "last steps" in str(err):
@@ -1086,7 +1115,18 @@ class Simulation:
     def check(self) -> None:
         for ctl in self.controllers.values():
             ctl.validate_state()
-        self.model.check(self.zk.assignments(), self.deleted)
+        assignments = self.zk.assignments()
+        self.model.check(assignments, self.deleted, self.zk.queue())
+        if self.max_moves is not None:
+            moves: Counter[int] = Counter()
+            for tp, a in assignments.items():
+                if tp.topic not in self.deleted:
+                    moves.update((*a.adding_replicas, *a.removing_replicas))
+            over = {b: n for b, n in moves.items() if n > self.max_moves}
+            if over:
+                raise self.fail(f"more than {self.max_moves} concurrent moves on brokers {over}")
+            self.stats["max_moves_seen"] = max(self.stats["max_moves_seen"], max(moves.values(), default=0))
+            self.stats["max_queued"] = max(self.stats["max_queued"], len(self.zk.queue()))
         for b in self.brokers.values():
             for r in b.replicas.values():
                 if r.hw < r.hw_floor:
