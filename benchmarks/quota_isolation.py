@@ -35,7 +35,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -53,29 +52,10 @@ from kafka.protocol.admin import (
 
 from headwater.admin.client import AdminClient, AdminError
 from headwater.admin.cluster import start_cluster, stop_cluster
-from headwater.admin.local import free_port
+from headwater.admin.local import free_port, free_port_range
 
 THROTTLED = 89  # THROTTLING_QUOTA_EXCEEDED
 PAUSED_POLL_S = 0.005
-
-
-def free_port_run(count: int) -> int:
-    """A first port such that ``count`` consecutive ports on 127.0.0.1 are free right now."""
-    for _ in range(200):
-        base = free_port()
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {count} consecutive free ports found")
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -284,7 +264,7 @@ def main() -> None:
         stop = threading.Event()
         probes: list[Probe] = []
         try:
-            state = start_cluster(root, 3, free_port_run(3), free_port(), [], {})
+            state = start_cluster(root, 3, free_port_range(3), free_port(), [], {})
             bootstrap = state.bootstrap
             set_rates(bootstrap, {"storm": args.storm_rate, "victim": args.victim_rate})
             probes = [ListReassignmentsProbe("lpr", bootstrap, "probe-lpr", args.lpr_interval, stop),

@@ -51,6 +51,14 @@ def free_port_range(count: int, attempts: int = 100) -> int:
     raise RuntimeError(f"no {count} consecutive free ports found")
 
 
+def spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a server process with its output appended to ``log_path``, in its own session (a Ctrl-C
+    in the terminal goes to the demo or the test, which stop their servers themselves)."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
 def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -102,17 +110,15 @@ class BrokerProcess:
         }
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
+    def launcher(self) -> list[str]:
+        """Words put before the command line (e.g. ``ip netns exec NS``); none here."""
+        return []
+
     def start(self, wait: bool = True) -> BrokerProcess:
         if not self.config_path.exists():
             self.write_config()
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "headwater", "broker", "--config", str(self.config_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # a Ctrl-C in the terminal goes to the demo, which stops brokers itself
-            )
+        self.proc = spawn([*self.launcher(), sys.executable, "-m", "headwater", "broker", "--config",
+                           str(self.config_path)], self.log_path)
         self.pid_path.write_text(f"{self.proc.pid}\n")
         if wait:
             self.wait_ready()
@@ -199,19 +205,19 @@ class ZooKeeperProcess:
         )
         return cfg
 
+    def launcher(self) -> list[str]:
+        """Words put before the command line (e.g. ``ip netns exec NS``); none here."""
+        return []
+
     def start(self, wait: bool = True) -> ZooKeeperProcess:
         if not ZOOKEEPER_JAR.exists():
             raise RuntimeError(f"{ZOOKEEPER_JAR} not found: install Debian's zookeeper package (make installs it)")
         cfg = self.write_config()
-        with open(self.data_dir / "zookeeper.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    "java", f"-Xmx{self.heap_mib}m", f"-Dzookeeper.log.dir={self.data_dir}",
-                    "-cp", f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
-                    "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
-                ],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )
+        self.proc = spawn([
+            *self.launcher(), "java", f"-Xmx{self.heap_mib}m", f"-Dzookeeper.log.dir={self.data_dir}",
+            "-cp", f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
+            "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
+        ], self.data_dir / "zookeeper.log")
         self.pid_path.write_text(f"{self.proc.pid}\n")
         if wait:
             deadline = time.monotonic() + READY_TIMEOUT_S

@@ -22,8 +22,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +29,8 @@ from pathlib import Path
 from cluster_support import DEFAULT_PROPS, LocalCluster
 
 from headwater.admin.local import (
-    READY_TIMEOUT_S,
-    ZOOKEEPER_CONF_DIR,
-    ZOOKEEPER_JAR,
     BrokerProcess,
     ZooKeeperProcess,
-    wait_for_port,
-    zookeeper_ok,
 )
 
 NS_PREFIX = "hwchaos-"
@@ -221,56 +214,24 @@ class Sandbox:
         return run("ip", "netns", "exec", self.ns(node), "nft", "list", "table", "inet", NFT_TABLE)
 
 
-def _popen_in(ns: str, argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    # ``ip netns exec`` enters the namespace and exec()s the command, so the PID we get is the
-    # broker's (or the JVM's) own: kill -9 and SIGSTOP reach the real process.
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-
-
 @dataclass
 class NamespacedBroker(BrokerProcess):
     """A ``BrokerProcess`` started inside its namespace; everything else (stop, kill9) is inherited."""
 
     netns: str = ""
 
-    def start(self, wait: bool = True) -> NamespacedBroker:
-        if not self.config_path.exists():
-            self.write_config()
-        self.proc = _popen_in(self.netns, [sys.executable, "-m", "headwater", "broker", "--config", str(self.config_path)],
-                              self.log_path)
-        self.pid_path.write_text(f"{self.proc.pid}\n")
-        if wait:
-            try:
-                wait_for_port(self.host, self.port, READY_TIMEOUT_S, self.proc)
-            except (RuntimeError, TimeoutError) as exc:
-                raise RuntimeError(f"{exc}\n--- broker log ---\n{self.log_tail()}") from None
-        return self
+    def launcher(self) -> list[str]:
+        # ``ip netns exec`` enters the namespace and exec()s the command, so the PID we get is the
+        # broker's (or the JVM's) own: kill -9 and SIGSTOP reach the real process.
+        return ["ip", "netns", "exec", self.netns]
 
 
 @dataclass
 class NamespacedZooKeeper(ZooKeeperProcess):
     netns: str = ""
 
-    def start(self, wait: bool = True) -> NamespacedZooKeeper:
-        if not ZOOKEEPER_JAR.exists():
-            raise RuntimeError(f"{ZOOKEEPER_JAR} not found: install Debian's zookeeper package (make installs it)")
-        cfg = self.write_config()
-        self.proc = _popen_in(self.netns, [
-            "java", f"-Xmx{self.heap_mib}m", f"-Dzookeeper.log.dir={self.data_dir}",
-            "-cp", f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
-            "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
-        ], self.data_dir / "zookeeper.log")
-        self.pid_path.write_text(f"{self.proc.pid}\n")
-        if wait:
-            deadline = time.monotonic() + READY_TIMEOUT_S
-            while not zookeeper_ok(self.host, self.port):
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"ZooKeeper did not start on {self.connect}; see {self.data_dir / 'zookeeper.log'}")
-                time.sleep(0.05)
-        return self
+    def launcher(self) -> list[str]:
+        return ["ip", "netns", "exec", self.netns]
 
 
 def broker_node(broker_id: int) -> str:

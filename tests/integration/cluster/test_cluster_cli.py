@@ -5,33 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import signal
-import socket
 from pathlib import Path
 
 from cluster_support import parse_describe, run_cli, wait_for
 
 from headwater.admin.client import AdminClient
-
-
-def _free_run(length: int) -> int:
-    """A port p such that p .. p+length-1 are all free on 127.0.0.1."""
-    for _ in range(200):
-        base = random.randrange(20_000, 60_000)
-        socks = []
-        try:
-            for port in range(base, base + length):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no run of free ports")
+from headwater.admin.local import free_port_range
 
 
 def _alive(pid: int) -> bool:
@@ -56,7 +36,7 @@ def _status(data_dir: Path) -> dict[str, str]:
 
 def test_cluster_cli_lifecycle(tmp_path: Path) -> None:
     data_dir = tmp_path / "cli-cluster"
-    first = _free_run(6)
+    first = free_port_range(6)
     zk_port, base = first, first + 1
     seen: set[int] = set()
     try:
