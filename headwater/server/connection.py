@@ -73,6 +73,9 @@ class Connection(asyncio.BufferedProtocol):
         self._muted = False  # a quota throttle is being served
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        # Who is on the other end, as the authorizer and the audit log name it: "User:ANONYMOUS"
+        # until a SASL exchange or a TLS client certificate says otherwise.
+        self.principal = "User:ANONYMOUS"
         self.closed = False
         self._writer: asyncio.Task[None] | None = None
         self._sock_fd = -1
