@@ -30,6 +30,7 @@ from headwater.metadata.configs import effective_topic_config
 from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import ControlledShutdownRequest, iter_leader_and_isr
+from headwater.protocol.reassignments import encode_list_reassignments_response
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.server.channel import BrokerChannel, ChannelError
 from headwater.server.controller_shell import ControllerShell
@@ -458,15 +459,10 @@ class ClusterMember:
         body = req.body
         wanted = None if body.topics is None else tuple((t.name, p) for t in body.topics for p in t.partition_indexes)
         result = await self._controller_request(ev.ListPartitionReassignmentsRequested(wanted))
-        T = req.spec.response.OngoingTopicReassignment
-        P = T.OngoingPartitionReassignment
-        by_topic: dict[str, list[Any]] = {}
-        for r in result.partitions:
-            by_topic.setdefault(r.topic, []).append(P(partition_index=r.partition, replicas=list(r.replicas),
-                                                      adding_replicas=list(r.adding_replicas),
-                                                      removing_replicas=list(r.removing_replicas)))
-        return req.response(throttle_time_ms=0, error_code=result.error, error_message=None,
-                            topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+        # Written directly, not through the codec's objects: at 10,000 moves in flight those cost
+        # more than the controller's answer (headwater/protocol/reassignments.py).
+        return [encode_list_reassignments_response(req.version, req.correlation_id, result.partitions,
+                                                   error_code=result.error)]
 
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
         assert self.zk is not None
