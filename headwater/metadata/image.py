@@ -33,6 +33,7 @@ class PartitionState:
     isr: tuple[int, ...]
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    offline_replicas: tuple[int, ...] = ()  # in a failed log dir of a live broker (dead brokers' are implied)
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,6 +122,8 @@ class Broker:
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._producer_ids = (0, 0)  # [next, end) of the block this broker owns
         self._stopping = asyncio.Event()
+        self._halt = asyncio.Event()  # set when the broker cannot go on (every log dir offline)
+        self._dir_failures: asyncio.Task[None] | None = None
         self._handlers: dict[ApiKey, Callable[[Request], Any]] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -163,6 +165,13 @@ class Broker:
         return LogConfig.from_properties({k: v for k, (v, _src) in effective.items()})
 
     async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def dir_failed(_log_dir: Path) -> None:
+            # Logs report I/O errors from whichever thread met them; the dir goes offline on the loop.
+            loop.call_soon_threadsafe(self._schedule_dir_failures)
+
+        self.logs.on_dir_failure = dir_failed
         self.logs.load()
         if self.cluster is None:
             # Open (or create) a log for every partition and drop logs of topics that no longer
@@ -176,7 +185,6 @@ class Broker:
                 if (plog.topic, plog.partition) not in wanted:
                     self.logs.delete(plog.topic, plog.partition)
         self.replicas.start()
-        loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
             server = await loop.create_server(
                 serve_connection_factory(self._handle_frame, self.config.socket_request_max_bytes, self._connections),
@@ -218,6 +226,27 @@ class Broker:
             except Exception:
                 log.exception("housekeeping failed")
 
+    def _schedule_dir_failures(self) -> None:
+        if self._dir_failures is None or self._dir_failures.done():
+            self._dir_failures = asyncio.get_running_loop().create_task(self._take_failed_dirs_offline())
+
+    async def _take_failed_dirs_offline(self) -> None:
+        """Kafka's log dir failure handling: the dir's partitions stop being served (clients get
+        KAFKA_STORAGE_ERROR), the controller is told through /log_dir_event_notification and moves
+        leadership and ISR membership away; with no dir left the broker stops."""
+        for log_dir in self.logs.failed_dirs():
+            keys = self.logs.take_offline(log_dir)
+            self.replicas.drop_offline(keys)
+            log.error("broker %d: log dir %s is offline; %d partitions stopped", self.config.broker_id, log_dir, len(keys))
+            if self.cluster is not None:
+                try:
+                    await self.cluster.report_log_dir_failure()
+                except Exception:
+                    log.exception("could not notify the controller of the failed log dir %s", log_dir)
+        if not self.logs.online_dirs and not self._stopping.is_set():
+            log.error("broker %d: every log dir is offline; shutting down", self.config.broker_id)
+            self._halt.set()
+
     def _publish_metrics(self) -> None:
         hosted = list(self.replicas.partitions.values())
         led = [h for h in hosted if h.replica.is_leader]
@@ -255,8 +284,14 @@ class Broker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, done.set)
         print(f"headwater broker {self.config.broker_id} ready on {self.info.host}:{self.info.port}", flush=True)
-        await done.wait()
+        halted = loop.create_task(self._halt.wait())
+        signalled = loop.create_task(done.wait())
+        await asyncio.wait([halted, signalled], return_when=asyncio.FIRST_COMPLETED)
+        halted.cancel()
+        signalled.cancel()
         await self.stop()
+        if self._halt.is_set():
+            raise SystemExit(1)
 
     # --- dispatch -------------------------------------------------------------------------------
 
@@ -390,7 +425,7 @@ class Broker:
                     leader_epoch=s.leader_epoch,
                     replica_nodes=list(s.replicas),
                     isr_nodes=list(s.isr),
-                    offline_replicas=[r for r in s.replicas if r not in self.image.brokers],
+                    offline_replicas=[r for r in s.replicas if r not in self.image.brokers or r in s.offline_replicas],
                 )
                 for p, s in sorted(topic.partitions.items())
             ]
@@ -1125,6 +1160,13 @@ class Broker:
             by_dir.setdefault(self.logs.log_dir_of(plog), {}).setdefault(plog.topic, []).append(entry)
         results = []
         for d, topics in by_dir.items():
+            if d in self.logs.offline_dirs:
+                # Kafka lists an offline dir with KAFKA_STORAGE_ERROR and nothing in it.
+                offline: dict[str, Any] = dict(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(d), topics=[])
+                if req.version >= 4:
+                    offline.update(total_bytes=-1, usable_bytes=-1)
+                results.append(result_cls(**offline))
+                continue
             fields: dict[str, Any] = dict(error_code=0, log_dir=str(d), topics=[
                 topic_cls(name=name, partitions=sorted(parts, key=lambda x: x.partition_index))
                 for name, parts in sorted(topics.items())

@@ -300,7 +300,8 @@ class ClusterMember:
                 continue
             if topic_id:
                 ids[topic] = topic_id
-            parts[p.partition_index] = PartitionState(tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr))
+            parts[p.partition_index] = PartitionState(tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr),
+                                                      offline_replicas=tuple(getattr(p, "offline_replicas", None) or ()))
             if self.broker_id not in p.replicas:
                 outside.append((topic, p.partition_index))
         for topic, parts in partitions.items():
@@ -463,6 +464,14 @@ class ClusterMember:
         # more than the controller's answer (headwater/protocol/reassignments.py).
         return [encode_list_reassignments_response(req.version, req.correlation_id, result.partitions,
                                                    error_code=result.error)]
+
+    async def report_log_dir_failure(self) -> None:
+        """Tell the controller a log dir failed (Kafka's /log_dir_event_notification); it then asks this
+        broker, with a LeaderAndIsr, which replicas are gone, and moves leadership away from them."""
+        if self.zk is None:
+            return
+        await self.zk.create(PATHS.LOG_DIR_EVENT_PREFIX, znodes.encode_log_dir_event(self.broker.config.broker_id),
+                             sequence=True)
 
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
         assert self.zk is not None

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
+
 from headwater.controller import effects as fx
 from headwater.controller import events as ev
 from headwater.controller.controller import Controller, ControllerConfig, not_controller_response
@@ -33,6 +35,7 @@ from headwater.controller.znodes import (
     snapshot_from_znodes,
 )
 from headwater.metadata import zk as znodes
+from headwater.metadata.zk import decode_log_dir_event
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import (
     PartitionLeadership,
@@ -79,6 +82,7 @@ class ControllerShell:
         self._rng = random.Random()
         self.active = False
         self._broker_change_queued = False
+        self._log_dir_task: asyncio.Task[None] | None = None
         self._legacy_seen = -1  # czxid of the legacy reassignment znode already handed to the core
         self._current: _Pending | None = None  # the event being processed
 
@@ -100,6 +104,7 @@ class ControllerShell:
         self.zk.watch_children(PATHS.BROKER_IDS, self._on_broker_children)
         self.zk.watch_data(PATHS.REASSIGN_PARTITIONS, self._on_legacy_reassignment)
         self.zk.watch_data(BROKER_DEFAULTS, self._on_broker_defaults)
+        self.zk.watch_children(PATHS.LOG_DIR_EVENT_NOTIFICATION, self._on_log_dir_events)
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
 
     async def _read_tree(self) -> dict[str, Znode]:
@@ -370,7 +375,13 @@ class ControllerShell:
         channel = self._channel(broker_id)
         if isinstance(req, fx.LeaderAndIsrRequest):
             msg = await self._build(self._leader_and_isr, req)
-            await channel.request(msg, LEADER_AND_ISR_VERSION)
+            resp = await channel.request(msg, LEADER_AND_ISR_VERSION)
+            offline = self._storage_errors(req, resp)
+            if offline:
+                # Those replicas sit in a failed log dir of that broker (Kafka's OfflineReplica).
+                log.warning("controller %d: broker %d has %d partitions in a failed log dir", self.broker_id,
+                            broker_id, len(offline))
+                self.submit(ev.ReplicasOffline(broker_id, offline))
         elif isinstance(req, fx.UpdateMetadataRequest):
             await channel.request(await self._build(self._update_metadata, req), UPDATE_METADATA_VERSION)
         elif isinstance(req, fx.StopReplicaRequest):
@@ -390,6 +401,32 @@ class ControllerShell:
             errors = tuple((TopicPartition(e.topic_name, e.partition_index), ErrorCode(e.error_code))
                            for e in resp.partition_errors)
             self.submit(ev.StopReplicaResponseReceived(broker_id, errors))
+
+    @staticmethod
+    def _storage_errors(req: fx.LeaderAndIsrRequest, resp: Any) -> tuple[TopicPartition, ...]:
+        """The partitions a LeaderAndIsr response (v5+: grouped by topic id) answers with KAFKA_STORAGE_ERROR."""
+        names = {p.topic_id: p.topic for p in req.partitions}
+        return tuple(TopicPartition(names[t.topic_id], e.partition_index)
+                     for t in resp.topics if t.topic_id in names
+                     for e in t.partition_errors if e.error_code == ErrorCode.KAFKA_STORAGE_ERROR)
+
+    def _on_log_dir_events(self, children: list[str]) -> None:
+        if self.active and children and (self._log_dir_task is None or self._log_dir_task.done()):
+            self._log_dir_task = asyncio.get_running_loop().create_task(self._log_dir_events())
+
+    async def _log_dir_events(self) -> None:
+        """Each notification names a broker with a failed log dir; it is consumed (deleted) once read,
+        as Kafka's controller does, and the controller then asks that broker what it lost."""
+        for child in sorted(await self.zk.children(PATHS.LOG_DIR_EVENT_NOTIFICATION)):
+            path = f"{PATHS.LOG_DIR_EVENT_NOTIFICATION}/{child}"
+            found = await self.zk.get(path)
+            with contextlib.suppress(NoNodeError):
+                await self.zk.delete(path)
+            broker_id = decode_log_dir_event(found[0]) if found is not None else None
+            if broker_id is None or not self.active:
+                continue
+            log.warning("controller %d: broker %d reports a failed log dir", self.broker_id, broker_id)
+            self.submit(ev.LogDirFailed(broker_id))
 
     @staticmethod
     async def _build(build: Callable[[Any], Any], req: fx.LeaderAndIsrRequest | fx.UpdateMetadataRequest) -> Any:

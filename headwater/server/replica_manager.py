@@ -265,7 +265,12 @@ class ReplicaManager:
         key = (topic, partition)
         hosted = self.partitions.get(key)
         if hosted is None:
-            plog = self.logs.get_or_create(topic, partition, config)
+            try:
+                plog = self.logs.get_or_create(topic, partition, config)
+            except KafkaError as exc:
+                # Its log dir is offline (or fails now): the controller learns it from this
+                # answer and moves leadership and the ISR away from this replica.
+                return exc.code
             replica = PartitionReplica(
                 topic, partition, self.broker_id,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
@@ -313,6 +318,21 @@ class ReplicaManager:
         self._wake(topic, partition)
         return ErrorCode.NONE
 
+    def drop_offline(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Partitions whose log dir went offline: stop leading or following them at once. Pending
+        acks=all produces fail with KAFKA_STORAGE_ERROR; the files stay for recovery after a restart."""
+        for topic, partition in keys:
+            hosted = self.partitions.pop((topic, partition), None)
+            if hosted is None:
+                continue
+            leader_id = hosted.replica.leader_id if hosted.replica.role == Role.FOLLOWER else None
+            out = hosted.replica.stop()
+            if out.fail_pending_acks:
+                self._complete(hosted.acks.fail_all(ErrorCode.KAFKA_STORAGE_ERROR))
+            if leader_id is not None:
+                self._poke_fetcher(leader_id)
+            self._wake(topic, partition)
+
     def set_live_brokers(self, broker_ids: Iterable[int] | None) -> None:
         ids = None if broker_ids is None else frozenset(broker_ids)
         now = now_ms()
@@ -328,6 +348,8 @@ class ReplicaManager:
         """The partition if this broker leads it (and the client's epoch, when given, matches)."""
         hosted = self.partitions.get((topic, partition))
         if hosted is None:
+            if self.logs.is_offline(topic, partition):
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log dir of {topic}-{partition} is offline")
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.")
         error = hosted.replica.check_leader_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:

@@ -97,12 +97,6 @@ class ReadResult:
 _EMPTY_READ = ReadResult([], 0)
 
 
-@contextlib.contextmanager
-def _storage_errors(what: str) -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}") from exc
 
 
 def _parse_offset_name(name: str, suffix: str) -> int | None:
@@ -139,12 +133,24 @@ class PartitionLog:
         self._high_watermark = high_watermark
         self._recovery_point = recovery_point
         self._closed = False
+        # Told of every I/O error (the disk is full, failing or gone) before it becomes a
+        # KAFKA_STORAGE_ERROR, so the log manager can take the whole directory offline.
+        self.on_io_error: Callable[[OSError], None] | None = None
         self._directory_unsynced = not directory.exists()  # the log dir's entry for it, too
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager()
-        with _storage_errors(f"loading {directory}"):
+        with self._io(f"loading {directory}"):
             self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
+
+    @contextlib.contextmanager
+    def _io(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            if self.on_io_error is not None:
+                self.on_io_error(exc)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}") from exc
 
     # ---- offsets ---------------------------------------------------------------------------------
 
@@ -392,7 +398,7 @@ class PartitionLog:
         last_offset: int,
         now_ms: int,
     ) -> None:
-        with _storage_errors(f"appending to {self.directory}"):
+        with self._io(f"appending to {self.directory}"):
             seg = self._active
             if self._should_roll(seg, len(data), last_offset, now_ms):
                 seg = self._roll(now_ms)
@@ -411,7 +417,7 @@ class PartitionLog:
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active one is empty)."""
-        with _storage_errors(f"rolling {self.directory}"):
+        with self._io(f"rolling {self.directory}"):
             return self._roll(self._clock_ms())
 
     def _roll(self, now_ms: int) -> LogSegment:
@@ -456,7 +462,7 @@ class PartitionLog:
         offset = fetch_offset
         slices: list[FileSlice] = []
         total = 0
-        with _storage_errors(f"reading {self.directory}"):
+        with self._io(f"reading {self.directory}"):
             while i < len(segments):
                 seg = segments[i]
                 found = seg.locate(offset)
@@ -503,7 +509,7 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``timestamp_ms``, or None."""
         lso = self._log_start_offset
-        with _storage_errors(f"reading {self.directory}"):
+        with self._io(f"reading {self.directory}"):
             for seg in self._segments:
                 if seg.max_timestamp_ms < timestamp_ms or seg.next_offset <= lso:
                     continue
@@ -529,7 +535,7 @@ class PartitionLog:
         if best is None:
             return -1, -1
         max_ts = best.max_timestamp_ms
-        with _storage_errors(f"reading {self.directory}"):
+        with self._io(f"reading {self.directory}"):
             found = best.locate(best.max_timestamp_offset)
             if found is None:
                 return best.max_timestamp_offset, max_ts
@@ -571,7 +577,7 @@ class PartitionLog:
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        with _storage_errors(f"truncating {self.directory}"):
+        with self._io(f"truncating {self.directory}"):
             self._retire([s for s in self._segments if s.base_offset > offset])
             active = self._active
             active.truncate_to(offset, self.config.index_interval_bytes)
@@ -588,7 +594,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and start an empty log at ``offset``."""
         self._check_open()
-        with _storage_errors(f"truncating {self.directory}"):
+        with self._io(f"truncating {self.directory}"):
             old = list(self._segments)
             for seg in old:
                 seg.rename_deleted()
@@ -640,7 +646,7 @@ class PartitionLog:
         self._check_open()
         cfg = self.config
         deleted = 0
-        with _storage_errors(f"retention in {self.directory}"):
+        with self._io(f"retention in {self.directory}"):
             if cfg.retention_ms >= 0:
                 deleted += self._delete_from_start(
                     lambda seg, _: now_ms - seg.retention_timestamp_ms() > cfg.retention_ms, now_ms
@@ -673,7 +679,7 @@ class PartitionLog:
         if offset <= self._log_start_offset:
             return
         self._advance_log_start(offset)
-        with _storage_errors(f"deleting records in {self.directory}"):
+        with self._io(f"deleting records in {self.directory}"):
             self._delete_from_start(
                 lambda _, nxt: nxt is not None and nxt.base_offset <= offset, self._clock_ms()
             )
@@ -701,7 +707,7 @@ class PartitionLog:
             i = max(bisect_right(self._bases, self._recovery_point) - 1, 0)
             fds = [os.dup(fd) for seg in self._segments[i:] for fd in seg.fds_to_sync()]
         try:
-            with _storage_errors(f"flushing {self.directory}"):
+            with self._io(f"flushing {self.directory}"):
                 if self._directory_unsynced:
                     fsync_dir(self.directory)
                     fsync_dir(self.directory.parent)
@@ -740,7 +746,7 @@ class PartitionLog:
     def close(self) -> None:
         if self._closed:
             return
-        with _storage_errors(f"closing {self.directory}"):
+        with self._io(f"closing {self.directory}"):
             active = self._active
             active.finalize_time_index()
             self.flush()
