@@ -47,6 +47,7 @@ from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.server import metrics
+from headwater.server.cleaner import LogCleanerService
 from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import Connection, Reply, serve_connection_factory
@@ -96,6 +97,7 @@ class Broker:
         self.store = LocalMetadataStore(config.log_dirs[0], self.info)
         self.image: ClusterImage = self.store.load() if self.cluster is None else ClusterImage("", -1, {}, {})
         self.logs = LogManager(list(config.log_dirs), self._default_log_config(), clock_ms=_now_ms)
+        self.cleaner = LogCleanerService(self.logs, config.props, _now_ms)
         # Client quotas: in ZooKeeper (/config/users, /config/clients) in a cluster, else a local file.
         self.quota_store = LocalQuotaStore(config.log_dirs[0])
         self.quota_configs: dict[str, dict[str, str]] = self.quota_store.load() if self.cluster is None else {}
@@ -194,6 +196,7 @@ class Broker:
             log.info("metrics on http://%s:%d/metrics", self.config.listeners[0].host, metrics_port)
         self._publish_metrics()
         self._housekeeping_task = loop.create_task(self._housekeeping())
+        self.cleaner.start()
         if self.cluster is not None:
             # Registration comes last, once the broker can answer the controller's requests.
             await self.cluster.start()
@@ -230,6 +233,8 @@ class Broker:
             under_replicated=sum(1 for h in led if len(h.replica.isr) < len(h.replica.replicas)),
             log_end_offsets={(h.replica.topic, h.replica.partition): h.plog.log_end_offset for h in hosted},
             reassignment_moves=tuple(self.replicas.reassignment_progress(_now_ms())),
+            cleaner=metrics.CleanerFigures(self.cleaner.bytes_read, self.cleaner.bytes_written, self.cleaner.runs,
+                                           self.cleaner.last_run_duration_s, self.cleaner.in_progress),
         )
 
     async def stop(self) -> None:
@@ -237,6 +242,7 @@ class Broker:
             await self.cluster.stop()  # leadership moves away while we still serve followers
         self._stopping.set()
         await self._housekeeping_task
+        await self.cleaner.stop()
         await self.replicas.stop()
         for server in self._servers:
             server.close()
