@@ -32,6 +32,7 @@ from headwater.storage.cleaner import (
     cleanable_range,
     discard_group_files,
     group_segments,
+    next_checkpoint,
     plan_clean,
     write_group,
 )
@@ -126,10 +127,13 @@ class LogCleanerService:
                     raise CleanerAborted(f"{plog.topic}-{plog.partition} went away during cleaning")
                 if plog.replace_segments([r.segment for r in group], [r.size_bytes for r in group], base):
                     plan.stats.segments_replaced += len(group)
+                else:
+                    plan.stats.groups_refused += 1
                 self.bytes_read += plan.stats.bytes_read - read_before
                 self.bytes_written += plan.stats.bytes_written - written_before
                 read_before, written_before = plan.stats.bytes_read, plan.stats.bytes_written
             live = {(p.topic, p.partition) for p in self.logs.all_logs() if self.logs.log_dir_of(p) == self.logs.log_dir_of(plog)}
+            mapped_end = next_checkpoint(plan, mapped_end)
             await asyncio.to_thread(
                 self._checkpoints.update, self.logs.log_dir_of(plog), plog.topic, plog.partition, mapped_end, live
             )

@@ -255,6 +255,7 @@ class CleanStats:
     records_kept: int = 0
     records_dropped: int = 0
     segments_replaced: int = 0
+    groups_refused: int = 0  # the log changed under a group (retention, truncation): not swapped
     duration_s: float = 0.0
 
 
@@ -461,6 +462,12 @@ def write_group(plan: CleanPlan, group: list[SegmentRef], offset_map: OffsetMap,
     step("swap-synced")
 
 
+def next_checkpoint(plan: CleanPlan, mapped_end: int) -> int:
+    """Where the next run starts: the mapped end, or the old start again when a group was refused
+    (its segments were not cleaned with this map, so the next map must cover these keys again)."""
+    return plan.first_dirty if plan.stats.groups_refused else mapped_end
+
+
 def discard_group_files(directory: Path, base: int) -> None:
     """Remove what ``write_group`` left for ``base`` after it failed or the swap was refused."""
     for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
@@ -496,8 +503,10 @@ def clean_log(
                 raise
             if plog.replace_segments([r.segment for r in group], [r.size_bytes for r in group], base, on_step):
                 plan.stats.segments_replaced += len(group)
+            else:
+                plan.stats.groups_refused += 1
         plan.stats.duration_s = time.monotonic() - started
-        return mapped_end, plan.stats
+        return next_checkpoint(plan, mapped_end), plan.stats
     finally:
         plan.close()
 

@@ -376,7 +376,11 @@ class PartitionLog:
         return AppendResult(leo, next_offset - 1, max_ts)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
-        """Append batches that already carry offsets and leader epochs; they must start at the LEO."""
+        """Append batches that already carry offsets and leader epochs, at or after the LEO.
+
+        A batch may start after the LEO: the leader's cleaner removes records of a compacted
+        topic, so a follower copying a cleaned part sees the same gaps (Kafka allows them too).
+        """
         self._check_open()
         batches = self._parse_batches(records)
         expected = self.log_end_offset
@@ -384,10 +388,10 @@ class PartitionLog:
         plan: list[tuple[int, int, int, int, int]] = []
         max_ts = -1
         for pos, header in batches:
-            if header.base_offset != expected:
+            if header.base_offset < expected:
                 raise KafkaError(
                     ErrorCode.OFFSET_OUT_OF_RANGE,
-                    f"replicated batch has base offset {header.base_offset}, expected {expected}",
+                    f"replicated batch has base offset {header.base_offset}, below the log end {expected}",
                 )
             plan.append((pos, header.size, header.base_offset, header.last_offset, header.max_timestamp))
             max_ts = max(max_ts, header.max_timestamp)

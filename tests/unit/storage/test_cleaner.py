@@ -313,3 +313,49 @@ def test_config_parsing() -> None:
         with pytest.raises(KafkaError) as e:
             LogConfig.from_properties(bad)
         assert e.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_swap_refused_when_retention_took_the_segments(open_log: OpenLog) -> None:
+    plog = open_log(small())
+    fill(plog, [(b"k%d" % (i % 5), b"v%03d" % i) for i in range(80)])
+    second = plog.segments[1].base_offset
+    done_once = False
+
+    def retention_meanwhile(name: str) -> None:
+        nonlocal done_once
+        if name == "swap-synced" and not done_once:
+            done_once = True
+            plog.delete_records_before(second)  # DeleteRecords: the first segment (the first group) goes
+
+    c = cleanable_range(plog, None, 0)
+    done = clean_log(plog, c, on_step=retention_meanwhile)
+    assert done is not None
+    checkpoint, stats = done
+    assert stats.groups_refused == 1 and checkpoint == c.first_dirty  # the next run maps everything again
+    assert not [p for p in plog.directory.iterdir() if p.name.endswith((".swap", ".cleaned"))]
+    assert plog.log_start_offset == second
+    plog.validate_state()
+    records = read_all(plog)
+    assert latest_per_key(records) == latest_per_key([r for r in records if r[0] >= second])
+
+
+def test_follower_append_accepts_the_gaps_of_a_cleaned_leader(open_log: OpenLog, tmp_path: Path) -> None:
+    leader = open_log(small())
+    fill(leader, [(b"k%d" % (i % 3), b"v%03d" % i) for i in range(60)])
+    assert clean_log(leader, cleanable_range(leader, None, 0)) is not None
+    follower = PartitionLog("t", 0, tmp_path / "follower" / "t-0", small(), clock_ms=lambda: 0)
+    try:
+        offset = 0
+        while offset < leader.log_end_offset:
+            chunk = leader.read(offset, 300).read()
+            result = follower.append_as_follower(chunk)
+            offset = result.last_offset + 1
+        assert follower.log_end_offset == leader.log_end_offset
+        follower.high_watermark = follower.log_end_offset
+        assert read_all(follower) == read_all(leader)
+        follower.validate_state()
+        with pytest.raises(KafkaError) as e:
+            follower.append_as_follower(leader.read(0, 300).read())  # below the log end: refused
+        assert e.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+    finally:
+        follower.close()
