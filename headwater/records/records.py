@@ -110,27 +110,53 @@ def batch_records(batch: bytes | memoryview, header: BatchHeader) -> bytes:
 
 
 def iter_records(records: bytes, count: int) -> Iterator[RecordView]:
-    """Walk ``count`` records of a records blob; raise CorruptRecordError when they do not fit it."""
+    """Walk ``count`` records of a records blob; raise CorruptRecordError when they do not fit it.
+
+    The hot loop of the cleaner: one-byte varints (most lengths, offset deltas and key lengths)
+    are decoded inline, and the timestamp delta is skipped without decoding.
+    """
     pos = 0
     end = len(records)
-    for _ in range(count):
-        length, body = _varint(records, pos)
-        stop = body + length
-        if length < 0 or stop > end:
-            raise CorruptRecordError(f"record of {length} bytes runs past the end of its batch")
-        p = body + 1  # attributes
-        _, p = _varint(records, p)  # timestamp delta
-        offset_delta, p = _varint(records, p)
-        key_len, p = _varint(records, p)
-        key: bytes | None = None
-        if key_len >= 0:
-            key = records[p : p + key_len]
-            p += key_len
-        value_len, p = _varint(records, p)
-        if p > stop or (value_len > 0 and p + value_len > stop):
-            raise CorruptRecordError("record fields run past the record's length")
-        yield RecordView(pos, stop, offset_delta, key, value_len >= 0)
-        pos = stop
+    buf = records
+    try:
+        for _ in range(count):
+            b = buf[pos]
+            if b < 0x80:
+                length, body = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, body = _varint(buf, pos)
+            stop = body + length
+            if length < 0 or stop > end:
+                raise CorruptRecordError(f"record of {length} bytes runs past the end of its batch")
+            p = body + 1  # attributes
+            while buf[p] & 0x80:  # timestamp delta
+                p += 1
+            p += 1
+            b = buf[p]
+            if b < 0x80:
+                offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                offset_delta, p = _varint(buf, p)
+            b = buf[p]
+            if b < 0x80:
+                key_len, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_len, p = _varint(buf, p)
+            key: bytes | None = None
+            if key_len >= 0:
+                key = buf[p : p + key_len]
+                p += key_len
+            b = buf[p]
+            if b < 0x80:
+                value_len, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                value_len, p = _varint(buf, p)
+            if p > stop or (value_len > 0 and p + value_len > stop):
+                raise CorruptRecordError("record fields run past the record's length")
+            yield RecordView(pos, stop, offset_delta, key, value_len >= 0)
+            pos = stop
+    except IndexError:
+        raise CorruptRecordError("record runs past the end of its batch") from None
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes after the last record of a batch")
 

@@ -4,6 +4,8 @@
   and small segments: once the cleaner has caught up, confluent-kafka and kafka-python both read
   back exactly the latest value per key below the active segment, and the active segment as written.
 * A tombstone disappears once the clean part of the log is ``delete.retention.ms`` newer than it.
+* The cleaner's topic configs go through CreateTopics, IncrementalAlterConfigs and AlterConfigs,
+  show in DescribeConfigs, and reach the log: a compacted topic refuses a record without a key.
 * kill -9 of the broker while the cleaner is swapping segments (seen by its ``.cleaned``/``.swap``
   files in the partition directory): after a restart every key still reads back its latest value,
   and the cleaner finishes the job.
@@ -15,7 +17,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Producer
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from hw_support import consume_partitions, create_topic, wait_until, watermarks
 from kafka import KafkaConsumer, TopicPartition
 
@@ -180,3 +184,52 @@ def test_kill9_mid_clean_loses_nothing(broker_factory: Callable[..., BrokerProce
     # The cleaner, still on, finishes after the restart.
     wait_until(lambda: caught_up(broker, topic), timeout_s=60)
     check_compacted(read_back(broker.bootstrap, topic), acked, active_base(broker, topic))
+
+
+def _describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
+    res = ConfigResource("topic", topic)
+    return admin.describe_configs([res])[res].result(timeout=15)  # type: ignore[no-any-return]
+
+
+def _produce_keyless(bootstrap: str, topic: str) -> int | None:
+    """The error code of producing one record without a key (None: accepted)."""
+    codes: list[int | None] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000, "retries": 0})
+    producer.produce(topic, value=b"no key", partition=0,
+                     on_delivery=lambda err, _m: codes.append(None if err is None else err.code()))
+    producer.flush(15)
+    return codes[0]
+
+
+def test_cleaner_configs_flow_to_the_log(broker: BrokerProcess, topic_name: Callable[..., str]) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = create_topic(broker.bootstrap, topic_name("cfg"), 1,
+                         {"cleanup.policy": "compact,delete", "delete.retention.ms": "5000"})
+    configs = _describe(admin, topic)
+    assert (configs["cleanup.policy"].value, configs["delete.retention.ms"].value) == ("compact,delete", "5000")
+    assert configs["delete.retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert (configs["min.cleanable.dirty.ratio"].value, configs["min.compaction.lag.ms"].value,
+            configs["max.compaction.lag.ms"].value) == ("0.5", "0", str((1 << 63) - 1))
+    assert _produce_keyless(broker.bootstrap, topic) == KafkaError.INVALID_RECORD
+
+    res = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("min.compaction.lag.ms", "100", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("max.compaction.lag.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(timeout=15)
+    configs = _describe(admin, topic)
+    assert (configs["min.compaction.lag.ms"].value, configs["max.compaction.lag.ms"].value) == ("100", "600000")
+    assert _produce_keyless(broker.bootstrap, topic) is None  # no longer compacted: keys are optional
+
+    bad = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("min.cleanable.dirty.ratio", "1.5", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as e:
+        admin.incremental_alter_configs([bad])[bad].result(timeout=15)
+    assert e.value.args[0].code() == KafkaError.INVALID_CONFIG
+    # The legacy AlterConfigs replaces the whole set.
+    legacy = ConfigResource("topic", topic, set_config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.2"})
+    admin.alter_configs([legacy])[legacy].result(timeout=15)
+    configs = _describe(admin, topic)
+    assert (configs["cleanup.policy"].value, configs["min.cleanable.dirty.ratio"].value) == ("compact", "0.2")
+    assert configs["delete.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert _produce_keyless(broker.bootstrap, topic) == KafkaError.INVALID_RECORD
