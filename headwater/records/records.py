@@ -161,18 +161,21 @@ def iter_records(records: bytes, count: int) -> Iterator[RecordView]:
         raise CorruptRecordError(f"{end - pos} bytes after the last record of a batch")
 
 
-def check_keys(buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
-    """Raise CorruptRecordError naming the first record without a key (a compacted topic takes none)."""
+def keyless_records(buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> list[int]:
+    """Indexes (counted over all records of ``batches``) of the records without a key.
+
+    Raises CorruptRecordError when a batch's records do not parse.
+    """
     view = memoryview(buf)
+    missing: list[int] = []
+    index = 0
     for pos, header in batches:
-        if header.is_control:
-            continue  # markers carry their own keys and are never compacted away by key
         blob = batch_records(view[pos : pos + header.size], header)
-        for rec in iter_records(blob, header.record_count):
+        for i, rec in enumerate(iter_records(blob, header.record_count)):
             if rec.key is None:
-                raise CorruptRecordError(
-                    f"Compacted topic cannot accept message without key (offset delta {rec.offset_delta})"
-                )
+                missing.append(index + i)
+        index += header.record_count
+    return missing
 
 
 def rebuild_batch(batch: bytes | memoryview, header: BatchHeader, records: bytes, count: int) -> bytes:

@@ -443,6 +443,7 @@ class Broker:
             parts = []
             for pd in topic_data.partition_data:
                 base_offset, log_start, code, message = -1, -1, ErrorCode.NONE, None
+                record_errors: list[Any] = []
                 wait = None
                 try:
                     if acks not in (-1, 0, 1):
@@ -464,10 +465,12 @@ class Broker:
                     log_start = hosted.plog.log_start_offset
                 except KafkaError as exc:
                     code, message = exc.code, exc.message
+                    record_errors = [part_resp_cls.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                     for i, m in getattr(exc, "record_errors", ())]
                 except ValueError as exc:  # a malformed batch header
                     code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)
                 part = part_resp_cls(index=pd.index, error_code=code, base_offset=base_offset,
-                                     log_append_time_ms=-1, log_start_offset=log_start, record_errors=[],
+                                     log_append_time_ms=-1, log_start_offset=log_start, record_errors=record_errors,
                                      error_message=message)
                 parts.append(part)
                 if wait is not None:

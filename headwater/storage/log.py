@@ -33,9 +33,9 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.records.batch import BatchHeader, CorruptRecordError, assign_offsets, iter_batches
-from headwater.records.records import check_keys
+from headwater.records.records import keyless_records
 from headwater.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from headwater.storage.config import LogConfig
 from headwater.storage.epochs import LeaderEpochCache
@@ -341,13 +341,7 @@ class PartitionLog:
             records = bytearray(records)
         batches = self._parse_batches(records)
         if self.config.compact:
-            # Kafka's LogValidator: the cleaner keeps records by key, so one without a key is refused.
-            try:
-                check_keys(records, batches)
-            except CorruptRecordError as exc:
-                raise KafkaError(
-                    ErrorCode.INVALID_RECORD, f"{exc} in topic partition {self.topic}-{self.partition}"
-                ) from None
+            self._check_keys(records, batches)
         leo = self.log_end_offset
         next_offset = leo
         staged: dict[int, ProducerEntry] = {}
@@ -374,6 +368,23 @@ class PartitionLog:
         self.producer_state.commit(staged)
         self.epochs.assign(leader_epoch, leo)
         return AppendResult(leo, next_offset - 1, max_ts)
+
+    def _check_keys(self, records: bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Kafka's LogValidator: the cleaner keeps records by key, so a compacted topic refuses
+        a record without one, and with it the whole batch, naming every such record."""
+        try:
+            missing = keyless_records(records, batches)
+        except CorruptRecordError as exc:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        if missing:
+            why = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.partition}"
+            errors = [(i, why) for i in missing]
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+                f"showing the first three errors at most: {errors[:3]}",
+                errors,
+            )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry offsets and leader epochs, at or after the LEO.

@@ -10,7 +10,7 @@ import pytest
 from _cleaner_support import keyed_batch, latest_per_key, read_all
 from conftest import FakeClock
 
-from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.records.batch import iter_batches, parse_header
 from headwater.records.records import batch_records, iter_records
 from headwater.storage import LogConfig, PartitionLog
@@ -256,12 +256,17 @@ def test_idempotent_producer_state_survives_clean(open_log: OpenLog) -> None:
 def test_produce_without_key_to_compacted_topic_is_invalid_record(open_log: OpenLog) -> None:
     plog = open_log(small())
     for compression in (0, 1):
-        with pytest.raises(KafkaError) as e:
-            plog.append_as_leader(keyed_batch([(b"k", b"v"), (None, b"v")], compression=compression), 0, 1)
+        with pytest.raises(RecordValidationError) as e:
+            plog.append_as_leader(keyed_batch([(b"k", b"v"), (None, b"v"), (b"k", None), (None, None)],
+                                              compression=compression), 0, 1)
         assert e.value.code == ErrorCode.INVALID_RECORD
+        assert [i for i, _ in e.value.record_errors] == [1, 3]
+        assert "Compacted topic cannot accept message without key in topic partition t-0" in e.value.record_errors[0][1]
     assert plog.log_end_offset == 0
-    plain = open_log(LogConfig())
-    assert plain is not None
+    plog.append_as_leader(keyed_batch([(b"k", b"v"), (b"k", None)]), 0, 1)  # keys, tombstone: fine
+    plog.config = small(cleanup_policy="delete")
+    plog.append_as_leader(keyed_batch([(None, b"v")]), 0, 1)  # not compacted: a key is optional
+    assert plog.log_end_offset == 3
 
 
 def test_compact_alone_ignores_time_retention(open_log: OpenLog) -> None:
