@@ -233,8 +233,7 @@ class Broker:
             under_replicated=sum(1 for h in led if len(h.replica.isr) < len(h.replica.replicas)),
             log_end_offsets={(h.replica.topic, h.replica.partition): h.plog.log_end_offset for h in hosted},
             reassignment_moves=tuple(self.replicas.reassignment_progress(_now_ms())),
-            cleaner=metrics.CleanerFigures(self.cleaner.bytes_read, self.cleaner.bytes_written, self.cleaner.runs,
-                                           self.cleaner.last_run_duration_s, self.cleaner.in_progress),
+            cleaner=self.cleaner.figures(),
         )
 
     async def stop(self) -> None:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from headwater.protocol.errors import KafkaError
+from headwater.server.metrics import CleanerFigures
 from headwater.storage import LogManager, PartitionLog
 from headwater.storage.cleaner import (
     DEFAULT_DEDUPE_BUFFER_BYTES,
@@ -34,6 +35,7 @@ from headwater.storage.cleaner import (
     group_segments,
     next_checkpoint,
     plan_clean,
+    plan_still_valid,
     write_group,
 )
 
@@ -59,6 +61,13 @@ class LogCleanerService:
         self.runs = 0
         self.last_run_duration_s = 0.0
         self.in_progress = False
+        # Logs whose cleaning failed: skipped until the broker restarts, as Kafka does, so one bad
+        # log does not fail every run. A log that merely changed under the cleaner is not put here.
+        self.uncleanable: set[tuple[str, int]] = set()
+
+    def figures(self) -> CleanerFigures:
+        return CleanerFigures(self.bytes_read, self.bytes_written, self.runs, self.last_run_duration_s,
+                              self.in_progress, len(self.uncleanable))
 
     def start(self) -> None:
         """After the logs are loaded; does nothing when ``log.cleaner.enable`` is false."""
@@ -89,7 +98,7 @@ class LogCleanerService:
         assert self._checkpoints is not None
         out = []
         for plog in self.logs.all_logs():
-            if plog.closed or not plog.config.compact:
+            if plog.closed or not plog.config.compact or (plog.topic, plog.partition) in self.uncleanable:
                 continue
             checkpoint = self._checkpoints.get(self.logs.log_dir_of(plog), plog.topic, plog.partition)
             try:
@@ -139,6 +148,14 @@ class LogCleanerService:
             )
         except CleanerAborted as exc:
             log.info("log cleaner: %s", exc)
+            return False
+        except (KafkaError, OSError) as exc:
+            if not plan_still_valid(plan) or self._stopping.is_set():
+                log.info("log cleaner: %s-%d changed while it was cleaned (%s); retrying later",
+                         plog.topic, plog.partition, exc)
+                return False
+            self.uncleanable.add((plog.topic, plog.partition))
+            log.error("log cleaner: %s-%d is marked uncleanable until restart: %s", plog.topic, plog.partition, exc)
             return False
         finally:
             self.bytes_read += plan.stats.bytes_read - read_before

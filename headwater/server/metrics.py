@@ -33,6 +33,7 @@ class CleanerFigures:
     runs: int = 0
     last_run_duration_s: float = 0.0
     in_progress: bool = False
+    uncleanable_partitions: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ def _cleaner(broker: str, c: CleanerFigures) -> Iterator[GaugeMetricFamily]:
         ("runs", "Logs the log cleaner finished cleaning since the broker started", c.runs),
         ("last_run_duration_seconds", "How long the log cleaner's last finished run took", c.last_run_duration_s),
         ("in_progress", "1 while the log cleaner is cleaning a log", int(c.in_progress)),
+        ("uncleanable_partitions", "Logs the cleaner gave up on until restart after an error", c.uncleanable_partitions),
     ):
         family = GaugeMetricFamily(f"headwater_log_cleaner_{name}", doc, labels=["broker"])
         family.add_metric([broker], value)

@@ -331,6 +331,16 @@ def plan_clean(
     )
 
 
+def plan_still_valid(plan: CleanPlan) -> bool:
+    """Whether the log still holds the planned segments as they were (retention, truncation or a
+    close may have changed it while the cleaner read them)."""
+    plog = plan.log
+    if plog.closed:
+        return False
+    current = {id(s): s.size_bytes for s in plog.segments[:-1]}
+    return all(current.get(id(r.segment)) == r.size_bytes for r in plan.segments)
+
+
 def iter_segment_batches(plan: CleanPlan, ref: SegmentRef) -> Iterator[tuple[memoryview, BatchHeader]]:
     """Every batch of an old segment, read in large chunks through the plan's descriptor."""
     pos = 0
