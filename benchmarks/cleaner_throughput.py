@@ -8,7 +8,8 @@ just written):
 - ``read_mb_s``: ``PartitionLog.read`` of those segments in 1 MiB fetches, bytes copied to memory;
 - ``clean_mb_s``: one whole ``clean_log`` of the same log (map, filter, write, fsync, swap),
   old bytes read per second of wall time;
-- ``ratio``: clean / read.
+- ``ratio``: clean / read;
+- ``clean_records_per_s``: records the clean looked at per second (MB/s depends on record size).
 
 Run by hand: ``.venv/bin/python benchmarks/cleaner_throughput.py [--updates N] [--dir PATH]``.
 """
@@ -90,6 +91,7 @@ def main() -> None:
         "clean_mb_s": round(clean_mb_s, 1),
         "ratio": round(clean_mb_s / read_mb_s, 4),
         "clean_s": round(clean_s, 3),
+        "clean_records_per_s": round((stats.records_kept + stats.records_dropped) / clean_s),
         "bytes_written": stats.bytes_written,
         "records_kept": stats.records_kept,
         "records_dropped": stats.records_dropped,

@@ -1,8 +1,9 @@
 """Log compaction on a real broker process, with real clients.
 
 * 100,000 updates over 1,000 keys (confluent-kafka, lz4) to a topic with ``cleanup.policy=compact``
-  and small segments: once the cleaner has caught up, confluent-kafka and kafka-python both read
-  back exactly the latest value per key below the active segment, and the active segment as written.
+  and small segments: once the cleaner has caught up, confluent-kafka, kafka-python and kcat all
+  read back exactly the latest value per key below the active segment, and the active segment as
+  written; the metrics endpoint shows what the cleaner read and wrote.
 * A tombstone disappears once the clean part of the log is ``delete.retention.ms`` newer than it.
 * The cleaner's topic configs go through CreateTopics, IncrementalAlterConfigs and AlterConfigs,
   show in DescribeConfigs, and reach the log: a compacted topic refuses a record without a key.
@@ -13,7 +14,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +26,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from hw_support import consume_partitions, create_topic, wait_until, watermarks
 from kafka import KafkaConsumer, TopicPartition
 
-from headwater.admin.local import BrokerProcess
+from headwater.admin.local import BrokerProcess, free_port
 from headwater.storage.checkpoint import read_offsets
 
 KEYS = 1_000
@@ -106,7 +109,8 @@ def check_compacted(records: list[tuple[int, bytes, bytes | None]], acked: dict[
 
 def test_compacted_topic_reads_back_latest_per_key(broker_factory: Callable[..., BrokerProcess],
                                                    topic_name: Callable[..., str]) -> None:
-    broker = broker_factory(FAST_CLEANER)
+    metrics_port = free_port()
+    broker = broker_factory({**FAST_CLEANER, "metrics.port": str(metrics_port)})
     topic = create_topic(broker.bootstrap, topic_name("compact"), 1,
                          {"cleanup.policy": "compact", "segment.bytes": "131072", "min.cleanable.dirty.ratio": "0.01"})
     acked = produce(broker.bootstrap, topic, updates_for(UPDATES, KEYS))
@@ -132,6 +136,26 @@ def test_compacted_topic_reads_back_latest_per_key(broker_factory: Callable[...,
     finally:
         consumer.close()
     assert got == records
+    # kcat (librdkafka 2.0) too, from the beginning to the end.
+    out = subprocess.run(["/usr/bin/kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning",
+                          "-e", "-q", "-f", "%o %k %s\n"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert [tuple(line.split(" ")) for line in out.splitlines()] == [
+        (str(o), k.decode(), v.decode() if v is not None else "") for o, k, v in records]
+    figures = scrape_cleaner(metrics_port)
+    assert figures["runs"] >= 1 and figures["bytes_read"] > figures["bytes_written"] > 0
+    assert figures["last_run_duration_seconds"] > 0 and figures["uncleanable_partitions"] == 0
+
+
+def scrape_cleaner(port: int) -> dict[str, float]:
+    def scrape() -> dict[str, float]:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        prefix = "headwater_log_cleaner_"
+        return {line.split("{")[0][len(prefix):]: float(line.rpartition(" ")[2])
+                for line in text.splitlines() if line.startswith(prefix)}
+
+    # The broker publishes its figures once a second.
+    wait_until(lambda: scrape().get("runs", 0) >= 1, timeout_s=10)
+    return scrape()
 
 
 def test_tombstone_disappears_after_delete_retention(broker_factory: Callable[..., BrokerProcess],
