@@ -100,7 +100,14 @@ class LogCleanerService:
         for plog in self.logs.all_logs():
             if plog.closed or not plog.config.compact or (plog.topic, plog.partition) in self.uncleanable:
                 continue
-            checkpoint = self._checkpoints.get(self.logs.log_dir_of(plog), plog.topic, plog.partition)
+            log_dir = self.logs.log_dir_of(plog)
+            checkpoint = self._checkpoints.get(log_dir, plog.topic, plog.partition)
+            if plog.truncated_to is not None:
+                # Kafka's maybeTruncateCheckpoint: what was written again after a truncation is dirty.
+                if checkpoint is not None and checkpoint > plog.truncated_to:
+                    checkpoint = plog.truncated_to
+                    self._checkpoints.lower(log_dir, plog.topic, plog.partition, checkpoint)
+                plog.truncated_to = None
             try:
                 out.append((plog, cleanable_range(plog, checkpoint, now_ms)))
             except (KafkaError, OSError) as exc:
@@ -150,7 +157,8 @@ class LogCleanerService:
             log.info("log cleaner: %s", exc)
             return False
         except (KafkaError, OSError) as exc:
-            if not plan_still_valid(plan) or self._stopping.is_set():
+            gone = self.logs.get(plog.topic, plog.partition) is not plog  # deleted or moved meanwhile
+            if gone or not plan_still_valid(plan) or self._stopping.is_set():
                 log.info("log cleaner: %s-%d changed while it was cleaned (%s); retrying later",
                          plog.topic, plog.partition, exc)
                 return False

@@ -535,6 +535,12 @@ class CleanerCheckpoints:
     def get(self, log_dir: Path, topic: str, partition: int) -> int | None:
         return self._offsets.get(log_dir, {}).get((topic, partition))
 
+    def lower(self, log_dir: Path, topic: str, partition: int, offset: int) -> None:
+        """Move a checkpoint down in memory (after a truncation); the next ``update`` writes it."""
+        entries = self._offsets.setdefault(log_dir, {})
+        if entries.get((topic, partition), offset) >= offset:
+            entries[(topic, partition)] = offset
+
     def update(self, log_dir: Path, topic: str, partition: int, offset: int, live: set[tuple[str, int]]) -> None:
         """Record ``offset`` and write the file, without logs that no longer exist (``live``)."""
         entries = self._offsets.setdefault(log_dir, {})

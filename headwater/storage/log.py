@@ -143,6 +143,9 @@ class PartitionLog:
         self._high_watermark = high_watermark
         self._recovery_point = recovery_point
         self._closed = False
+        # The lowest offset the log was truncated to since the cleaner last looked: its checkpoint
+        # must not stay above records that were replaced (see LogCleanerService).
+        self.truncated_to: int | None = None
         self._directory_unsynced = not directory.exists()  # the log dir's entry for it, too
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
@@ -667,10 +670,13 @@ class PartitionLog:
             self._log_start_offset = min(self._log_start_offset, leo)
             self._high_watermark = min(self._high_watermark, leo)
             self._recovery_point = min(self._recovery_point, leo)
+            # The new end, which a cut inside a batch (or a cleaned gap) puts below ``offset``.
+            self.truncated_to = leo if self.truncated_to is None else min(self.truncated_to, leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and start an empty log at ``offset``."""
         self._check_open()
+        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
         with _storage_errors(f"truncating {self.directory}"):
             old = list(self._segments)
             for seg in old:

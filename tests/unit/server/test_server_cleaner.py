@@ -7,7 +7,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from headwater.records.batch import HEADER_SIZE
 from headwater.server.cleaner import LogCleanerService
@@ -84,4 +84,32 @@ def test_disabled_service_starts_nothing(tmp_path: Path) -> None:
 
     asyncio.run(run())
     assert not service.enabled and service.runs == 0
+    manager.close()
+
+
+def test_truncation_below_the_checkpoint_makes_the_rewritten_part_dirty(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
+    manager.load()
+    plog = manager.get_or_create("c", 0, COMPACT)
+    fill(plog, 60)
+    service = LogCleanerService(manager, {}, lambda: 10_000)
+    assert asyncio.run(service.clean_one())
+    checkpoint = read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT)[("c", 0)]
+    plog.truncate_to(10)  # a follower's divergent tail, inside the clean part
+    assert plog.log_end_offset <= 10 < checkpoint
+    for i in range(5):  # rewritten below the old checkpoint, with a key nothing later repeats
+        plog.append_as_leader(keyed(b"x", b"x%d" % i, 5_000 + i), 1, 5_000 + i)
+    fill(plog, 60)
+    plog.roll()
+    plog.high_watermark = plog.log_end_offset
+    assert asyncio.run(service.clean_one())
+    data = plog.read(plog.log_start_offset, 1 << 20).read()
+    keys = []
+    pos = 0
+    while pos < len(data):
+        length = int.from_bytes(data[pos + 8 : pos + 12], "big")
+        keys.extend(r.key for r in DefaultRecordBatch(bytes(data[pos : pos + 12 + length])))
+        pos += 12 + length
+    assert keys.count(b"x") == 1  # without lowering the checkpoint all five stayed
+    assert sorted(keys) == sorted(set(keys))
     manager.close()
