@@ -20,9 +20,9 @@ Cleaning (pure functions over batches: ``OffsetMap``, ``map_batch``, ``filter_ba
    that reads the log within ``delete.retention.ms`` of it becoming clean still sees the delete.
    A record without a key (written before the topic was compacted) is dropped.
    Batches keep their header (offsets, timestamps, producer id, epoch, sequence); an idempotent
-   producer's last batch stays even when empty so its sequence state survives a reload, and a
-   group whose records are all gone keeps its last batch empty so the group's segment is never
-   empty (see ``swap.py`` for why that matters after a crash).
+   producer's last batch stays even when empty so its sequence state survives a reload; and the
+   last batch of a group stays (empty) when the group would otherwise be empty (see ``swap.py``)
+   or when the group reaches the end of the cleanable part, so the log never ends in a gap.
 3. record the end of the mapped part as the log's new checkpoint.
 
 Files (``write_group``, ``PartitionLog.replace_segments``, ``swap.py``): each group is written as
@@ -423,6 +423,7 @@ def write_group(plan: CleanPlan, group: list[SegmentRef], offset_map: OffsetMap,
     out = LogSegment.create(directory, base, CLEANED_SUFFIX)
     try:
         last: tuple[memoryview, BatchHeader] | None = None
+        last_dropped = False
         pending: list[bytes] = []
         pending_plan: list[tuple[int, int, int, int, int]] = []
         pending_bytes = 0
@@ -442,6 +443,7 @@ def write_group(plan: CleanPlan, group: list[SegmentRef], offset_map: OffsetMap,
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"segment {ref.base_offset}: {exc}") from exc
                 plan.stats.records_kept += result.kept
                 plan.stats.records_dropped += result.dropped
+                last_dropped = result.data is None
                 if result.data is None:
                     continue
                 pending_plan.append((pending_bytes, len(result.data), header.base_offset, header.last_offset, header.max_timestamp))
@@ -450,8 +452,12 @@ def write_group(plan: CleanPlan, group: list[SegmentRef], offset_map: OffsetMap,
                 if pending_bytes >= READ_CHUNK_BYTES:
                     out.append(b"".join(pending), pending_plan, plan.index_interval_bytes)
                     pending, pending_plan, pending_bytes = [], [], 0
-        if out.size_bytes == 0 and not pending and last is not None:
-            # Everything went: keep the last batch's header so the segment spans its range.
+        empty_output = out.size_bytes == 0 and not pending
+        reaches_end = group[-1].end_offset >= plan.end_offset
+        if last is not None and last_dropped and (empty_output or reaches_end):
+            # Keep the last batch's header (empty) so that the segment still spans its range: an
+            # empty segment could not be told apart in a swap, and a gap running up to an empty
+            # active segment would leave a follower fetching inside it with nothing to read.
             batch, header = last
             empty = rebuild_batch(batch, header, b"", 0)
             pending_plan.append((0, len(empty), header.base_offset, header.last_offset, header.max_timestamp))

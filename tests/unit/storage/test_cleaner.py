@@ -364,3 +364,18 @@ def test_follower_append_accepts_the_gaps_of_a_cleaned_leader(open_log: OpenLog,
         assert e.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
     finally:
         follower.close()
+
+
+def test_cleaned_part_never_ends_in_a_gap(open_log: OpenLog) -> None:
+    plog = open_log(small(cleanup_policy="delete"))
+    fill(plog, [(b"k%d" % (i % 4), b"v" * 30) for i in range(40)])
+    plog.append_as_leader(keyed_batch([(None, b"written before the topic was compacted")]), 0, 2_000)
+    plog.roll()  # the keyless record ends the last segment before an empty active one
+    plog.high_watermark = plog.log_end_offset
+    plog.config = small()
+    assert clean_log(plog, cleanable_range(plog, None, 0)) is not None
+    segs = plog.segments
+    assert segs[-1].size_bytes == 0 and segs[-2].next_offset == segs[-1].base_offset == plog.log_end_offset
+    last = list(segs[-2].iter_headers())[-1][1]
+    assert last.record_count == 0 and last.last_offset == plog.log_end_offset - 1
+    assert all(k is not None for _, _, k, _ in read_all(plog))
