@@ -379,3 +379,17 @@ def test_cleaned_part_never_ends_in_a_gap(open_log: OpenLog) -> None:
     last = list(segs[-2].iter_headers())[-1][1]
     assert last.record_count == 0 and last.last_offset == plog.log_end_offset - 1
     assert all(k is not None for _, _, k, _ in read_all(plog))
+
+
+def test_file_slices_taken_before_a_clean_stay_readable(open_log: OpenLog, clock: FakeClock) -> None:
+    plog = open_log(small(file_delete_delay_ms=60_000))
+    fill(plog, [(b"k%d" % (i % 3), b"v%03d" % i) for i in range(60)])
+    in_flight = plog.read(0, 1 << 20)  # a fetch response being sent while the cleaner swaps
+    before = in_flight.read()
+    assert clean_log(plog, cleanable_range(plog, None, clock())) is not None
+    assert any(p.name.endswith(".deleted") for p in plog.directory.iterdir())
+    assert plog.delete_expired_files(clock()) == 0  # not before file.delete.delay.ms
+    assert in_flight.read() == before
+    clock.now_ms += 60_000
+    assert plog.delete_expired_files(clock()) > 0
+    assert not any(p.name.endswith(".deleted") for p in plog.directory.iterdir())
