@@ -47,6 +47,7 @@ from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.server import metrics
+from headwater.server.cleaner import LogCleanerService
 from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import Connection, Reply, serve_connection_factory
@@ -96,6 +97,7 @@ class Broker:
         self.store = LocalMetadataStore(config.log_dirs[0], self.info)
         self.image: ClusterImage = self.store.load() if self.cluster is None else ClusterImage("", -1, {}, {})
         self.logs = LogManager(list(config.log_dirs), self._default_log_config(), clock_ms=_now_ms)
+        self.cleaner = LogCleanerService(self.logs, config.props, _now_ms)
         # Client quotas: in ZooKeeper (/config/users, /config/clients) in a cluster, else a local file.
         self.quota_store = LocalQuotaStore(config.log_dirs[0])
         self.quota_configs: dict[str, dict[str, str]] = self.quota_store.load() if self.cluster is None else {}
@@ -202,6 +204,7 @@ class Broker:
             log.info("metrics on http://%s:%d/metrics", self.config.listeners[0].host, metrics_port)
         self._publish_metrics()
         self._housekeeping_task = loop.create_task(self._housekeeping())
+        self.cleaner.start()
         if self.cluster is not None:
             # Registration comes last, once the broker can answer the controller's requests.
             await self.cluster.start()
@@ -259,6 +262,7 @@ class Broker:
             under_replicated=sum(1 for h in led if len(h.replica.isr) < len(h.replica.replicas)),
             log_end_offsets={(h.replica.topic, h.replica.partition): h.plog.log_end_offset for h in hosted},
             reassignment_moves=tuple(self.replicas.reassignment_progress(_now_ms())),
+            cleaner=self.cleaner.figures(),
         )
 
     async def stop(self) -> None:
@@ -266,6 +270,7 @@ class Broker:
             await self.cluster.stop()  # leadership moves away while we still serve followers
         self._stopping.set()
         await self._housekeeping_task
+        await self.cleaner.stop()
         await self.replicas.stop()
         for server in self._servers:
             server.close()
@@ -472,6 +477,7 @@ class Broker:
             parts = []
             for pd in topic_data.partition_data:
                 base_offset, log_start, code, message = -1, -1, ErrorCode.NONE, None
+                record_errors: list[Any] = []
                 wait = None
                 try:
                     if acks not in (-1, 0, 1):
@@ -493,10 +499,12 @@ class Broker:
                     log_start = hosted.plog.log_start_offset
                 except KafkaError as exc:
                     code, message = exc.code, exc.message
+                    record_errors = [part_resp_cls.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                     for i, m in getattr(exc, "record_errors", ())]
                 except ValueError as exc:  # a malformed batch header
                     code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)
                 part = part_resp_cls(index=pd.index, error_code=code, base_offset=base_offset,
-                                     log_append_time_ms=-1, log_start_offset=log_start, record_errors=[],
+                                     log_append_time_ms=-1, log_start_offset=log_start, record_errors=record_errors,
                                      error_message=message)
                 parts.append(part)
                 if wait is not None:
