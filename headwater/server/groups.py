@@ -465,7 +465,7 @@ class GroupShell:
             gf: dict[str, Any] = dict(error_code=g.error, group_id=g.group_id, group_state=g.state,
                                       protocol_type=g.protocol_type, protocol_data=g.protocol_name, members=members)
             if req.version >= 3:
-                gf["authorized_operations"] = -2147483648  # not requested / not computed, Kafka's INT32_MIN
+                gf["authorized_operations"] = None  # not computed: encoded as Kafka's INT32_MIN
             groups.append(G(**gf))
         return req.response(throttle_time_ms=0, groups=groups)
 
