@@ -10,6 +10,7 @@ import click
 
 from headwater.admin.cluster import cluster
 from headwater.admin.configs import configs
+from headwater.admin.groups import groups
 from headwater.admin.options import key_values
 from headwater.admin.reassign import reassign
 from headwater.admin.topics import topics
@@ -77,4 +78,5 @@ main.add_command(topics, "topics")
 main.add_command(configs, "configs")
 main.add_command(cluster, "cluster")
 main.add_command(reassign, "reassign")
+main.add_command(groups, "groups")
 

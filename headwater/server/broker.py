@@ -24,6 +24,7 @@ from typing import Any
 from headwater.controller import events as ev
 from headwater.controller import quota
 from headwater.controller.topics import plan_create_partitions, plan_create_topic, validate_topic_name
+from headwater.coordinator.records import OFFSETS_TOPIC
 from headwater.metadata.configs import (
     DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -52,6 +53,7 @@ from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import Connection, Reply, serve_connection_factory
 from headwater.server.controller_shell import ControllerShell
+from headwater.server.groups import GroupShell
 from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
 from headwater.server.replica_manager import Hosted, ReplicaManager
 from headwater.storage import LogConfig, LogManager
@@ -146,6 +148,8 @@ class Broker:
             ApiKey.DESCRIBE_CLIENT_QUOTAS: self.describe_client_quotas,
             ApiKey.ALTER_CLIENT_QUOTAS: self.alter_client_quotas,
         }
+        self.groups = GroupShell(self)
+        self._handlers.update(self.groups.handlers())
         if self.cluster is not None:
             self._handlers.update({
                 ApiKey.LEADER_AND_ISR: self.cluster.leader_and_isr,
@@ -187,6 +191,7 @@ class Broker:
                 if (plog.topic, plog.partition) not in wanted:
                     self.logs.delete(plog.topic, plog.partition)
         self.replicas.start()
+        self.groups.start()
         for listener in self.config.listeners:
             server = await loop.create_server(
                 serve_connection_factory(self._handle_frame, self.config.socket_request_max_bytes, self._connections),
@@ -271,6 +276,7 @@ class Broker:
         self._stopping.set()
         await self._housekeeping_task
         await self.cleaner.stop()
+        await self.groups.stop()
         await self.replicas.stop()
         for server in self._servers:
             server.close()
@@ -434,7 +440,7 @@ class Broker:
                 )
                 for p, s in sorted(topic.partitions.items())
             ]
-            topics.append(topic_cls(error_code=0, name=name, topic_id=topic.topic_id, is_internal=False,
+            topics.append(topic_cls(error_code=0, name=name, topic_id=topic.topic_id, is_internal=name == OFFSETS_TOPIC,
                                     partitions=partitions))
         brokers = [
             resp_cls.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)

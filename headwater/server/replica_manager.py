@@ -102,6 +102,9 @@ class ReplicaManager:
         self._controller_id = controller_id
         self._broker_epoch = broker_epoch
         self.partitions: dict[tuple[str, int], Hosted] = {}
+        # Told (topic, partition) after every LeaderAndIsr applied and every StopReplica: the group
+        # coordinator loads and unloads its offsets partitions on these.
+        self.leadership_listeners: list[Callable[[str, int], None]] = []
         self.controller_epoch = -1
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._fetch_wakeups: dict[int, asyncio.Event] = {}
@@ -305,7 +308,12 @@ class ReplicaManager:
                 plog.truncate_to(fetcher.initial_truncation.offset)
                 fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
             self._ensure_fetcher(fetcher.leader_id)
+        self._tell_leadership(topic, partition)
         return ErrorCode.NONE
+
+    def _tell_leadership(self, topic: str, partition: int) -> None:
+        for listener in self.leadership_listeners:
+            listener(topic, partition)
 
     def stop_replica(self, topic: str, partition: int, delete: bool) -> ErrorCode:
         hosted = self.partitions.pop((topic, partition), None)
@@ -316,6 +324,7 @@ class ReplicaManager:
         if delete and self.logs.get(topic, partition) is not None:
             self.logs.delete(topic, partition)
         self._wake(topic, partition)
+        self._tell_leadership(topic, partition)
         return ErrorCode.NONE
 
     def drop_offline(self, keys: Iterable[tuple[str, int]]) -> None:
