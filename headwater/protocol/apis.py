@@ -9,7 +9,7 @@ id only).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
@@ -20,14 +20,20 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
     DescribeClusterRequest,
@@ -88,6 +94,9 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -142,6 +151,9 @@ API_SPECS: dict[int, ApiSpec] = {
               ListPartitionReassignmentsResponse),
         _spec(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, DescribeClientQuotasRequest, DescribeClientQuotasResponse),
         _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, AlterClientQuotasRequest, AlterClientQuotasResponse),
+        _spec(ApiKey.DESCRIBE_ACLS, 0, 3, DescribeAclsRequest, DescribeAclsResponse),
+        _spec(ApiKey.CREATE_ACLS, 0, 3, CreateAclsRequest, CreateAclsResponse),
+        _spec(ApiKey.DELETE_ACLS, 0, 3, DeleteAclsRequest, DeleteAclsResponse),
         # Inter-broker (ZooKeeper mode), advertised like a Kafka 3.4+ ZK broker does. ControlledShutdown
         # starts at v1: v0's request header has no client id, which decode_request does not parse.
         _spec(ApiKey.LEADER_AND_ISR, 0, 7, LeaderAndIsrRequest, LeaderAndIsrResponse),
@@ -160,6 +172,11 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any  # the kafka-python request object
+    # Who sent it, as the server fills it in per request: the connection's principal and "host:port".
+    principal: str = "User:ANONYMOUS"
+    client_address: str = ""
+    # What authorization checks refused while it was handled (audit records of the resources).
+    denied: list[Any] = field(default_factory=list)
 
     @property
     def api_key(self) -> int:

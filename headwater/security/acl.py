@@ -16,8 +16,10 @@ Rules:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 from headwater.protocol.errors import ErrorCode, KafkaError
 
@@ -99,15 +101,15 @@ def _lookup(table: dict[str, int], text: str, what: str) -> int:
     return found
 
 
-def _table(names: dict[IntEnum, str], enum: type[IntEnum]) -> dict[str, int]:
+def _table(names: Mapping[Any, str], enum: type[IntEnum]) -> dict[str, int]:
     out = {name.lower(): int(value) for value, name in names.items()}
     out.update({member.name.replace("_", "").lower(): int(member) for member in enum})
     return out
 
 
-_RESOURCE_BY_NAME = _table(dict(_RESOURCE_ZK_NAMES), ResourceType)
-_OPERATION_BY_NAME = _table(dict(_OPERATION_ZK_NAMES), AclOperation)
-_PERMISSION_BY_NAME = _table(dict(_PERMISSION_ZK_NAMES), PermissionType)
+_RESOURCE_BY_NAME = _table(_RESOURCE_ZK_NAMES, ResourceType)
+_OPERATION_BY_NAME = _table(_OPERATION_ZK_NAMES, AclOperation)
+_PERMISSION_BY_NAME = _table(_PERMISSION_ZK_NAMES, PermissionType)
 _PATTERN_BY_NAME = {m.name.lower(): int(m) for m in PatternType}
 
 

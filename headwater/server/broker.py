@@ -46,7 +46,9 @@ from headwater.protocol.fetch import FetchPartitionData, FetchTopicData, NodeEnd
 from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.replication.partition import LeaderAndIsrState
+from headwater.security.acl import AclOperation
 from headwater.server import metrics
+from headwater.server.authz import Authz
 from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import Connection, Reply, serve_connection_factory
@@ -104,6 +106,8 @@ class Broker:
             window_seconds=float(config.props.get("controller.quota.window.size.seconds", quota.DEFAULT_WINDOW_SECONDS)),
         )
         self._configure_quotas()
+        # ACLs (when an authorizer is configured) and the audit log; ACLs come from ZooKeeper in a cluster.
+        self.authz = Authz(config.props, config.log_dirs[0], config.broker_id)
         # Dynamic broker configs (throttle rates...): this broker's own, over the cluster default.
         self.dynamic_configs: dict[str, str] = {}
         self.broker_epoch = -1
@@ -141,6 +145,9 @@ class Broker:
             ApiKey.DELETE_RECORDS: self.delete_records,
             ApiKey.DESCRIBE_CLIENT_QUOTAS: self.describe_client_quotas,
             ApiKey.ALTER_CLIENT_QUOTAS: self.alter_client_quotas,
+            ApiKey.DESCRIBE_ACLS: self.authz.describe_acls,
+            ApiKey.CREATE_ACLS: self.authz.create_acls,
+            ApiKey.DELETE_ACLS: self.authz.delete_acls,
         }
         if self.cluster is not None:
             self._handlers.update({
@@ -246,6 +253,7 @@ class Broker:
         for server in self._servers:
             await server.wait_closed()
         self.logs.close()
+        self.authz.close()
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
     async def run_until_signalled(self) -> None:
@@ -282,9 +290,11 @@ class Broker:
         if handler is None:  # an API we decode but do not serve yet (the inter-broker ones)
             conn.abort(f"no handler for {request.spec.key.name} v{request.version} (correlation id {request.correlation_id})")
             return None
+        request.principal, request.client_address = conn.principal, conn.peer
         result = handler(request)
         if asyncio.iscoroutine(result):
             result = await result
+        self.authz.audit_request(request, result)
         if result is None:
             return None
         if isinstance(result, list):
@@ -358,8 +368,10 @@ class Broker:
         resp_cls = req.spec.response
         topic_cls = resp_cls.MetadataResponseTopic
         part_cls = topic_cls.MetadataResponsePartition
+        unauthorized: set[str] = set()
         if body.topics is None or (req.version == 0 and not body.topics):
-            names = sorted(self.image.topics)
+            # All topics: those the principal may not describe are left out, not refused.
+            names = sorted(n for n in self.image.topics if self.authz.topic(req, AclOperation.DESCRIBE, n, note=False))
         else:
             names = []
             for t in body.topics:
@@ -370,10 +382,19 @@ class Broker:
                 if name is not None:
                     names.append(name)
             allow = body.allow_auto_topic_creation if req.version >= 4 else True
-            await self._ensure_topics(req, names, allow)
+            unauthorized = {n for n in names if not self.authz.topic(req, AclOperation.DESCRIBE, n)}
+            if allow and self.config.auto_create_topics and not self.authz.cluster(req, AclOperation.CREATE, note=False):
+                # Auto-creation needs CREATE on the cluster or on the topic (Kafka's rule).
+                unauthorized |= {n for n in names if n not in unauthorized and n not in self.image.topics
+                                 and not self.authz.topic(req, AclOperation.CREATE, n)}
+            await self._ensure_topics(req, [n for n in names if n not in unauthorized], allow)
         topics = []
         for name in names:
             topic = self.image.topics.get(name)
+            if name in unauthorized:
+                topics.append(topic_cls(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                        topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
+                continue
             if topic is None:
                 try:
                     validate_topic_name(name)
@@ -435,12 +456,15 @@ class Broker:
         for topic_data in body.topic_data:
             name = topic_data.name
             parts = []
+            writable = self.authz.topic(req, AclOperation.WRITE, name)
             for pd in topic_data.partition_data:
                 base_offset, log_start, code, message = -1, -1, ErrorCode.NONE, None
                 wait = None
                 try:
                     if acks not in (-1, 0, 1):
                         raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+                    if not writable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     if body.transactional_id is not None:
                         raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
                     hosted = self._leader(name, pd.index)
@@ -479,7 +503,21 @@ class Broker:
 
     # --- Fetch ------------------------------------------------------------------------------------
 
-    def _read_fetch(self, req: Request) -> tuple[list[FetchTopicData], int]:
+    def _fetch_refused(self, req: Request) -> set[str]:
+        """Topics this fetch may not read: all of them for a follower without CLUSTER_ACTION, else
+        those the consumer may not READ."""
+        body = req.body
+        replica_id = body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)
+        names = set()
+        for ft in body.topics:
+            found = self.image.topic_by_id(ft.topic_id) if req.version >= 13 else None
+            names.add(ft.topic if req.version < 13 else (found.name if found else ""))
+        names.discard("")
+        if replica_id >= 0:
+            return set() if self.authz.cluster(req, AclOperation.CLUSTER_ACTION) else names
+        return {n for n in sorted(names) if not self.authz.topic(req, AclOperation.READ, n)}
+
+    def _read_fetch(self, req: Request, refused: set[str]) -> tuple[list[FetchTopicData], int]:
         body = req.body
         replica_id = body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)
         replica_epoch = -1 if req.version < 15 or body.replica_state is None else body.replica_state.replica_epoch
@@ -502,6 +540,8 @@ class Broker:
                 try:
                     if image_topic is None and req.version >= 13:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                    if name in refused:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     current_epoch = fp.current_leader_epoch if req.version >= 9 else -1
                     limit = min(fp.partition_max_bytes, max(budget - total, 0))
                     if is_follower:
@@ -555,12 +595,13 @@ class Broker:
             error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
             topics: list[FetchTopicData] = []
         else:
-            topics, total = self._read_fetch(req)
+            refused = self._fetch_refused(req)
+            topics, total = self._read_fetch(req, refused)
             if total < body.min_bytes and body.max_wait_ms > 0 and not any(
                 p.error_code or p.diverging_epoch for t in topics for p in t.partitions
             ):
                 await self._wait_for_data(topics, body.max_wait_ms / 1000.0)
-                topics, total = self._read_fetch(req)
+                topics, total = self._read_fetch(req, refused)
         endpoints: tuple[NodeEndpoint, ...] = ()
         if req.version >= 16 and any(
             p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) for t in topics for p in t.partitions
@@ -598,9 +639,12 @@ class Broker:
         topics = []
         for t in req.body.topics:
             parts = []
+            describable = self.authz.topic(req, AclOperation.DESCRIBE, t.name)
             for p in t.partitions:
                 code, ts, offset, epoch = ErrorCode.NONE, -1, -1, -1
                 try:
+                    if not describable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     hosted = self._leader(t.name, p.partition_index, p.current_leader_epoch if req.version >= 4 else -1)
                     plog = hosted.plog
                     epoch = hosted.replica.leader_epoch
@@ -627,11 +671,21 @@ class Broker:
         topic_cls = resp_cls.OffsetForLeaderTopicResult
         part_cls = topic_cls.EpochEndOffset
         topics = []
+        # A follower (replica id >= 0, v3+) needs CLUSTER_ACTION; a consumer DESCRIBE on each topic.
+        follower = req.version >= 3 and req.body.replica_id >= 0
+        cluster_ok = not follower or self.authz.cluster(req, AclOperation.CLUSTER_ACTION)
         for t in req.body.topics:
             parts = []
+            refused = ErrorCode.NONE
+            if not cluster_ok:
+                refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            elif not follower and not self.authz.topic(req, AclOperation.DESCRIBE, t.topic):
+                refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             for p in t.partitions:
                 code, epoch, end = ErrorCode.NONE, -1, -1
                 try:
+                    if refused:
+                        raise KafkaError(refused)
                     hosted = self._leader(t.topic, p.partition, p.current_leader_epoch)
                     epoch, end = hosted.plog.end_offset_for_epoch(p.leader_epoch)
                 except KafkaError as exc:
@@ -646,6 +700,10 @@ class Broker:
         body = req.body
         if body.transactional_id is not None:
             return req.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                producer_id=-1, producer_epoch=-1)
+        # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+        if not self.authz.any_topic(req, AclOperation.WRITE) and not self.authz.cluster(req, AclOperation.IDEMPOTENT_WRITE):
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                 producer_id=-1, producer_epoch=-1)
         if req.version >= 3 and body.producer_id >= 0:
             # An idempotent producer bumping its epoch after an error keeps its id.
@@ -753,11 +811,14 @@ class Broker:
         seen: dict[str, int] = {}
         for t in body.topics:
             seen[t.name] = seen.get(t.name, 0) + 1
+        cluster_create = self.authz.cluster(req, AclOperation.CREATE, note=False)
         for t in body.topics:
             code, message, topic = ErrorCode.NONE, None, None
             try:
                 if seen[t.name] > 1:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+                if not cluster_create and not self.authz.topic(req, AclOperation.CREATE, t.name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
                 configs = {c.name: c.value for c in t.configs}
                 topic = await self._create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
@@ -821,6 +882,8 @@ class Broker:
                     if found is None:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
                     name = found.name
+                if not self.authz.topic(req, AclOperation.DELETE, name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 topic = await self._delete_topic(name, rq)
                 topic_id = topic.topic_id
             except KafkaError as exc:
@@ -836,6 +899,8 @@ class Broker:
         for t in body.topics:
             code, message = ErrorCode.NONE, None
             try:
+                if not self.authz.topic(req, AclOperation.ALTER, t.name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
                 if self.cluster is not None:
                     await self._create_partitions_in_cluster(t.name, t.count, assignments, body.validate_only, rq)
@@ -861,9 +926,12 @@ class Broker:
         topics = []
         for t in req.body.topics:
             parts = []
+            deletable = self.authz.topic(req, AclOperation.DELETE, t.name)
             for p in t.partitions:
                 code, low = ErrorCode.NONE, -1
                 try:
+                    if not deletable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     plog = self._leader(t.name, p.partition_index).plog
                     target = plog.high_watermark if p.offset == -1 else p.offset
                     if target < 0 or target > plog.high_watermark:
@@ -928,6 +996,14 @@ class Broker:
             await self.cluster.write_entity_configs("brokers", entity, configs)
             await self.refresh_broker_configs()
 
+    def _authorize_config(self, req: Request, resource_type: int, name: str, op: AclOperation) -> None:
+        """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for broker configs."""
+        if resource_type == RESOURCE_TOPIC:
+            if not self.authz.topic(req, op, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        elif not self.authz.cluster(req, op):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
+
     async def describe_configs(self, req: Request) -> Any:
         result_cls = req.spec.response.DescribeConfigsResult
         entry_cls = result_cls.DescribeConfigsResourceResult
@@ -935,6 +1011,7 @@ class Broker:
         for res in req.body.resources:
             code, message, entries = ErrorCode.NONE, None, []
             try:
+                self._authorize_config(req, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS)
                 if res.resource_type == RESOURCE_TOPIC:
                     topic = self.image.topics.get(res.resource_name)
                     if topic is None:
@@ -988,6 +1065,7 @@ class Broker:
         for res in req.body.resources:
             code, message = ErrorCode.NONE, None
             try:
+                self._authorize_config(req, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
                 if res.resource_type != RESOURCE_TOPIC:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Only topic configs can be altered on this broker")
                 # AlterConfigs replaces the whole set.
@@ -1005,6 +1083,7 @@ class Broker:
         for res in req.body.resources:
             code, message = ErrorCode.NONE, None
             try:
+                self._authorize_config(req, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
                 if res.resource_type == RESOURCE_BROKER:
                     await self._alter_broker_configs(res.resource_name, list(res.configs), req.body.validate_only)
                     out.append(resp_cls(error_code=0, error_message=None, resource_type=res.resource_type,
@@ -1055,6 +1134,9 @@ class Broker:
         entry_cls = req.spec.response.EntryData
         entity_cls = entry_cls.EntityData
         value_cls = entry_cls.ValueData
+        if not self.authz.cluster(req, AclOperation.DESCRIBE_CONFIGS):
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                error_message="Authorization failed.", entries=None)
         filters = [(c.entity_type, c.match_type, c.match) for c in req.body.components]
         entries = []
         try:
@@ -1078,6 +1160,11 @@ class Broker:
     async def alter_client_quotas(self, req: Request) -> Any:
         entry_cls = req.spec.response.EntryData
         entity_cls = entry_cls.EntityData
+        if not self.authz.cluster(req, AclOperation.ALTER_CONFIGS):
+            return req.response(throttle_time_ms=0, entries=[entry_cls(
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.",
+                entity=[entity_cls(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+                for entry in req.body.entries])
         updated = dict(self.quota_configs)
         out = []
         for entry in req.body.entries:
@@ -1113,6 +1200,9 @@ class Broker:
         result_cls = req.spec.response.DescribeLogDirsResult
         topic_cls = result_cls.DescribeLogDirsTopic
         part_cls = topic_cls.DescribeLogDirsPartition
+        if not self.authz.cluster(req, AclOperation.DESCRIBE):
+            refused: dict[str, Any] = {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED} if req.version >= 3 else {}
+            return req.response(throttle_time_ms=0, results=[], **refused)
         wanted = None
         if req.body.topics is not None:
             wanted = {(t.topic, p) for t in req.body.topics for p in t.partitions}

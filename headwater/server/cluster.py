@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
+from headwater.controller import effects as fx
 from headwater.controller import events as ev
 from headwater.controller.controller import ControllerConfig, not_controller_response
 from headwater.metadata import zk as znodes
@@ -31,6 +32,7 @@ from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, T
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import ControlledShutdownRequest, iter_leader_and_isr
 from headwater.replication.partition import LeaderAndIsrState
+from headwater.security.acl import AclOperation
 from headwater.server.channel import BrokerChannel, ChannelError
 from headwater.server.controller_shell import ControllerShell
 from headwater.server.zk import DuplicateRegistrationError, ZooKeeper
@@ -74,6 +76,7 @@ class ClusterMember:
         self.broker.image = ClusterImage(self.cluster_id, -1, {}, {})
         await self.broker.refresh_broker_configs()
         await self.broker.refresh_quota_configs()
+        await self.broker.authz.attach_zookeeper(self.zk)
         await self._register()
         self.watch_config_changes()
         self.zk.watch_data(PATHS.CONTROLLER, self._on_controller_change)
@@ -205,6 +208,10 @@ class ClusterMember:
 
     # --- requests from the controller --------------------------------------------------------------------
 
+    def _refused(self, req: Any, op: AclOperation = AclOperation.CLUSTER_ACTION) -> ErrorCode:
+        """CLUSTER_AUTHORIZATION_FAILED unless the sender may perform ``op`` on the cluster."""
+        return ErrorCode.NONE if self.broker.authz.cluster(req, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
     def _check_epochs(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         # Only an older epoch is stale (Kafka's rule): the controller may see this broker's new
         # registration, and send it requests, before the broker has read its own epoch back.
@@ -226,7 +233,7 @@ class ClusterMember:
 
     async def leader_and_isr(self, req: Any) -> Any:
         body = req.body
-        error = self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 2 else -1)
+        error = self._refused(req) or self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 2 else -1)
         topic_errors: dict[str, list[tuple[int, ErrorCode]]] = {}
         topic_ids: dict[str, uuid.UUID] = {}
         if error == ErrorCode.NONE:
@@ -272,7 +279,7 @@ class ClusterMember:
 
     def update_metadata(self, req: Any) -> Any:
         body = req.body
-        error = self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 5 else -1)
+        error = self._refused(req) or self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 5 else -1)
         if error != ErrorCode.NONE:
             return req.response(error_code=error)
         brokers = {}
@@ -338,7 +345,7 @@ class ClusterMember:
 
     def stop_replica(self, req: Any) -> Any:
         body = req.body
-        error = self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 1 else -1)
+        error = self._refused(req) or self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 1 else -1)
         resp_cls = req.spec.response
         P = resp_cls.StopReplicaPartitionError
         errors = []
@@ -358,6 +365,8 @@ class ClusterMember:
 
     async def alter_partition(self, req: Any) -> Any:
         body = req.body
+        if self._refused(req):
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[])
         items = tuple(
             ev.AlterPartitionItem(t.topic_name, p.partition_index, p.leader_epoch, tuple(p.new_isr), p.partition_epoch,
                                   getattr(p, "leader_recovery_state", 0))
@@ -378,6 +387,8 @@ class ClusterMember:
 
     async def controlled_shutdown(self, req: Any) -> Any:
         body = req.body
+        if self._refused(req):
+            return req.response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, remaining_partitions=[])
         result = await self._controller_request(ev.ControlledShutdownRequested(body.broker_id, body.broker_epoch))
         P = req.spec.response.RemainingPartition
         return req.response(error_code=result.error, remaining_partitions=[
@@ -442,7 +453,14 @@ class ClusterMember:
             (t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))
             for t in body.topics for p in t.partitions
         )
-        result = await self._controller_request(ev.AlterPartitionReassignmentsRequested(partitions, allow_rf_change))
+        if self._refused(req, AclOperation.ALTER):
+            # Refused before the controller sees it: no reassignment starts or is cancelled.
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            result = fx.AlterPartitionReassignmentsResponse(
+                denied, tuple(fx.ReassignmentResult(t, p, denied, "Authorization failed.") for t, p, _r in partitions),
+                "Authorization failed.")
+        else:
+            result = await self._controller_request(ev.AlterPartitionReassignmentsRequested(partitions, allow_rf_change))
         T = req.spec.response.ReassignableTopicResponse
         P = T.ReassignablePartitionResponse
         by_topic: dict[str, list[Any]] = {}
@@ -457,6 +475,9 @@ class ClusterMember:
     async def list_partition_reassignments(self, req: Any) -> Any:
         body = req.body
         wanted = None if body.topics is None else tuple((t.name, p) for t in body.topics for p in t.partition_indexes)
+        if self._refused(req, AclOperation.DESCRIBE):
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                error_message="Authorization failed.", topics=[])
         result = await self._controller_request(ev.ListPartitionReassignmentsRequested(wanted))
         T = req.spec.response.OngoingTopicReassignment
         P = T.OngoingPartitionReassignment
