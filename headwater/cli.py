@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from headwater.admin.acls import acls
 from headwater.admin.cluster import cluster
 from headwater.admin.configs import configs
 from headwater.admin.options import key_values
@@ -77,4 +78,5 @@ main.add_command(topics, "topics")
 main.add_command(configs, "configs")
 main.add_command(cluster, "cluster")
 main.add_command(reassign, "reassign")
+main.add_command(acls, "acls")
 
