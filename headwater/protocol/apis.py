@@ -20,6 +20,8 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -36,6 +38,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsRequest,
@@ -55,6 +59,12 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from headwater.protocol.errors import ErrorCode, KafkaError
@@ -97,6 +107,10 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
 
@@ -142,6 +156,12 @@ API_SPECS: dict[int, ApiSpec] = {
               ListPartitionReassignmentsResponse),
         _spec(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, DescribeClientQuotasRequest, DescribeClientQuotasResponse),
         _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, AlterClientQuotasRequest, AlterClientQuotasResponse),
+        _spec(ApiKey.SASL_HANDSHAKE, 0, 1, SaslHandshakeRequest, SaslHandshakeResponse),
+        _spec(ApiKey.SASL_AUTHENTICATE, 0, 2, SaslAuthenticateRequest, SaslAuthenticateResponse),
+        _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, DescribeUserScramCredentialsRequest,
+              DescribeUserScramCredentialsResponse),
+        _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, AlterUserScramCredentialsRequest,
+              AlterUserScramCredentialsResponse),
         # Inter-broker (ZooKeeper mode), advertised like a Kafka 3.4+ ZK broker does. ControlledShutdown
         # starts at v1: v0's request header has no client id, which decode_request does not parse.
         _spec(ApiKey.LEADER_AND_ISR, 0, 7, LeaderAndIsrRequest, LeaderAndIsrResponse),
