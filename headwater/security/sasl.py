@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Protocol
 
 from headwater.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from headwater.security.scram import ScramCredential, ScramError, ScramServer
+from headwater.security.scram import ScramClient, ScramCredential, ScramError, ScramServer
 
 SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 # Kafka's sasl.server.max.receive.size: an unauthenticated client cannot make the broker allocate more.
@@ -257,3 +257,51 @@ class SaslSession:
             self.principal = f"User:{self._mechanism.username}"
             return TokenResult(reply, 0, None, True)
         return TokenResult(reply, 0, None, False)
+
+
+# --- the client side (admin client, broker-to-broker) ------------------------------------------------------
+
+
+class SaslClient:
+    """A client's exchange: ``initial()`` is the first token; ``respond(server_token)`` is the next
+    one, or None when the exchange is over (the server's last token checked)."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        if mechanism not in SUPPORTED_MECHANISMS:
+            raise ValueError(f"sasl.mechanism {mechanism} is not supported (only {', '.join(SUPPORTED_MECHANISMS)})")
+        self.mechanism = mechanism
+        self._username = username
+        self._password = password
+        self._scram = ScramClient(mechanism, username, password) if mechanism in SCRAM_MECHANISMS else None
+        self._step = 0
+
+    def initial(self) -> bytes:
+        self._step = 1
+        if self._scram is None:
+            return b"\0" + self._username.encode() + b"\0" + self._password.encode()
+        return self._scram.first()
+
+    def respond(self, server_token: bytes) -> bytes | None:
+        self._step += 1
+        if self._scram is None:
+            return None
+        try:
+            if self._step == 2:
+                return self._scram.final(server_token)
+            self._scram.verify(server_token)
+        except ScramError as exc:
+            raise SaslError(str(exc)) from None
+        return None
+
+
+def client_credentials(props: Mapping[str, str]) -> tuple[str, str]:
+    """(username, password) from ``sasl.jaas.config`` (Plain or Scram login module) or
+    ``sasl.username``/``sasl.password`` (librdkafka's keys)."""
+    if "sasl.jaas.config" in props:
+        options = parse_jaas(props["sasl.jaas.config"]).options
+        if "username" not in options or "password" not in options:
+            raise ValueError("sasl.jaas.config needs username=\"...\" and password=\"...\"")
+        return options["username"], options["password"]
+    if "sasl.username" in props and "sasl.password" in props:
+        return props["sasl.username"], props["sasl.password"]
+    raise ValueError("SASL needs sasl.jaas.config (username, password) or sasl.username and sasl.password")
