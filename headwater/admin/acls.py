@@ -15,6 +15,7 @@ import click
 from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
 from headwater.admin.client import AdminClient, AdminError
+from headwater.admin.options import command_config_option, connect
 from headwater.protocol.errors import ErrorCode
 
 # Kafka's wire values.
@@ -70,33 +71,6 @@ class Entry:
     def __str__(self) -> str:
         return (f"(principal={self.principal}, host={self.host}, operation={self.operation}, "
                 f"permissionType={self.permission})")
-
-
-def read_command_config(path: Path | None) -> dict[str, str]:
-    """Kafka client properties (``security.protocol``, ``sasl.*``, ``ssl.*``) from ``--command-config``."""
-    if path is None:
-        return {}
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--command-config") from None
-    props: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise click.BadParameter(f"{line!r} is not key=value", param_hint="--command-config")
-        props[line[:sep].strip()] = line[sep + 1:].strip()
-    return props
-
-
-def open_client(bootstrap: str, props: dict[str, str], client_id: str) -> AdminClient:
-    protocol = props.get("security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise AdminError(f"security.protocol={protocol} is not supported by this admin client")
-    return AdminClient(bootstrap, client_id=client_id)
 
 
 def _resources(topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool, transactional_ids: tuple[str, ...],
@@ -169,8 +143,6 @@ def _print_block(title: str, pattern: Pattern, entries: list[Entry]) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--bootstrap-server", required=True, help="host:port of any broker.")
-@click.option("--command-config", type=click.Path(path_type=Path), default=None,
-              help="Kafka client properties for the admin connection (security.protocol, sasl.*, ssl.*).")
 @click.option("--add", "action", flag_value="add", help="Add ACLs.")
 @click.option("--remove", "action", flag_value="remove", help="Remove ACLs.")
 @click.option("--list", "action", flag_value="list", help="List ACLs.")
@@ -191,6 +163,7 @@ def _print_block(title: str, pattern: Pattern, entries: list[Entry]) -> None:
 @click.option("--producer", is_flag=True, help="Convenience: WRITE, DESCRIBE, CREATE on the topics.")
 @click.option("--consumer", is_flag=True, help="Convenience: READ, DESCRIBE on the topics, READ on the group.")
 @click.option("--idempotent", is_flag=True, help="With --producer: IDEMPOTENT_WRITE on the cluster.")
+@command_config_option
 def acls(bootstrap_server: str, command_config: Path | None, action: str | None, force: bool,
          allow_principals: tuple[str, ...], deny_principals: tuple[str, ...], principals: tuple[str, ...],
          allow_hosts: tuple[str, ...], deny_hosts: tuple[str, ...], operations: tuple[str, ...], topics: tuple[str, ...],
@@ -225,8 +198,7 @@ def acls(bootstrap_server: str, command_config: Path | None, action: str | None,
             raise click.UsageError(f"ResourceType {r.resource_type} only supports operations "
                                    f"{','.join(sorted(VALID_OPERATIONS[r.resource_type]))}")
     try:
-        props = read_command_config(command_config)
-        with open_client(bootstrap_server, props, "headwater-acls") as client:
+        with connect(bootstrap_server, "headwater-acls", command_config) as client:
             if action == "list":
                 sys.exit(_list(client, resources, principals))
             if action == "add":

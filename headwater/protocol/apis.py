@@ -20,6 +20,8 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -42,6 +44,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsRequest,
@@ -61,6 +65,12 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from headwater.protocol.errors import ErrorCode, KafkaError
@@ -106,6 +116,10 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
 
@@ -154,6 +168,12 @@ API_SPECS: dict[int, ApiSpec] = {
         _spec(ApiKey.DESCRIBE_ACLS, 0, 3, DescribeAclsRequest, DescribeAclsResponse),
         _spec(ApiKey.CREATE_ACLS, 0, 3, CreateAclsRequest, CreateAclsResponse),
         _spec(ApiKey.DELETE_ACLS, 0, 3, DeleteAclsRequest, DeleteAclsResponse),
+        _spec(ApiKey.SASL_HANDSHAKE, 0, 1, SaslHandshakeRequest, SaslHandshakeResponse),
+        _spec(ApiKey.SASL_AUTHENTICATE, 0, 2, SaslAuthenticateRequest, SaslAuthenticateResponse),
+        _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, DescribeUserScramCredentialsRequest,
+              DescribeUserScramCredentialsResponse),
+        _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, AlterUserScramCredentialsRequest,
+              AlterUserScramCredentialsResponse),
         # Inter-broker (ZooKeeper mode), advertised like a Kafka 3.4+ ZK broker does. ControlledShutdown
         # starts at v1: v0's request header has no client id, which decode_request does not parse.
         _spec(ApiKey.LEADER_AND_ISR, 0, 7, LeaderAndIsrRequest, LeaderAndIsrResponse),

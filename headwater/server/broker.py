@@ -32,7 +32,7 @@ from headwater.metadata.configs import (
     validate_broker_config,
     validate_topic_config,
 )
-from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
+from headwater.metadata.image import BrokerEndpoint, BrokerInfo, ClusterImage, PartitionState, TopicImage
 from headwater.protocol.apis import (
     ApiKey,
     Request,
@@ -47,11 +47,12 @@ from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.security.acl import AclOperation
-from headwater.server import metrics
+from headwater.server import metrics, scram_admin
+from headwater.server.authn import Authenticator
 from headwater.server.authz import Authz
 from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
-from headwater.server.connection import Connection, Reply, serve_connection_factory
+from headwater.server.connection import Connection, Reply, current_connection, serve_connection_factory
 from headwater.server.controller_shell import ControllerShell
 from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
 from headwater.server.replica_manager import Hosted, ReplicaManager
@@ -87,7 +88,9 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         listener = config.advertised_listener
-        self.info = BrokerInfo(config.broker_id, listener.host, listener.port, config.rack)
+        self.info = BrokerInfo(config.broker_id, listener.host, listener.port, config.rack, tuple(
+            BrokerEndpoint(a.name, a.host, a.port, a.security_protocol) for a in config.advertised))
+        self.authn = Authenticator(config, lambda mechanism, user: scram_admin.lookup(self, mechanism, user))
         for d in config.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         connect = config.props.get("zookeeper.connect")
@@ -148,6 +151,10 @@ class Broker:
             ApiKey.DESCRIBE_ACLS: self.authz.describe_acls,
             ApiKey.CREATE_ACLS: self.authz.create_acls,
             ApiKey.DELETE_ACLS: self.authz.delete_acls,
+            ApiKey.SASL_HANDSHAKE: self.sasl_after_authentication,
+            ApiKey.SASL_AUTHENTICATE: self.sasl_after_authentication,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda req: scram_admin.describe(self, req),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda req: scram_admin.alter(self, req),
         }
         if self.cluster is not None:
             self._handlers.update({
@@ -186,14 +193,17 @@ class Broker:
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
             server = await loop.create_server(
-                serve_connection_factory(self._handle_frame, self.config.socket_request_max_bytes, self._connections),
+                serve_connection_factory(self._handle_frame, self.config.socket_request_max_bytes, self._connections,
+                                         listener.name, self.authn.on_open),
                 host=listener.host,
                 port=listener.port,
                 reuse_address=True,
                 backlog=512,
+                ssl=self.authn.ssl_context(listener.name),
             )
             self._servers.append(server)
-            log.info("broker %d listening on %s:%d", self.config.broker_id, listener.host, listener.port)
+            log.info("broker %d listening on %s:%d (%s, %s)", self.config.broker_id, listener.host, listener.port,
+                     listener.name, listener.security_protocol)
         self._metrics = metrics.BrokerCollector()
         metrics_port = int(self.config.props.get("metrics.port", 0))
         if metrics_port:
@@ -269,6 +279,11 @@ class Broker:
     # --- dispatch -------------------------------------------------------------------------------
 
     async def _handle_frame(self, conn: Connection, frame: bytearray) -> Reply | None:
+        current_connection.set(conn)
+        if self.authn.needs_gate(conn):
+            gated = self.authn.gate(conn, frame)
+            if gated is not True:
+                return gated  # type: ignore[return-value]
         try:
             request = decode_request(frame)
         except KafkaError as exc:
@@ -314,7 +329,29 @@ class Broker:
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         b = self.image.brokers.get(broker_id)
-        return (b.host, b.port) if b is not None else None
+        return (b.address(self.config.inter_broker_listener) or (b.host, b.port)) if b is not None else None
+
+    def _client_brokers(self) -> list[tuple[BrokerInfo, str, int]]:
+        """The brokers as the current client sees them: at the endpoints of the listener it came in
+        on (Kafka's way), leaving out brokers that lack that listener."""
+        conn = current_connection.get()
+        listener = conn.listener if conn is not None else None
+        out = []
+        for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
+            address = b.address(listener)
+            if address is not None:
+                out.append((b, *address))
+        return out
+
+    def sasl_after_authentication(self, req: Request) -> Any:
+        """SaslHandshake/SaslAuthenticate once authenticated, or on a listener without SASL."""
+        message = "SASL authentication is not expected on this connection now"
+        if req.spec.key == ApiKey.SASL_HANDSHAKE:
+            return req.response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+        fields: dict[str, Any] = dict(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message, auth_bytes=b"")
+        if req.version >= 1:
+            fields["session_lifetime_ms"] = 0
+        return req.response(**fields)
 
     def _lead_standalone(self, topic: TopicImage, partitions: Iterable[int]) -> None:
         """Without a controller this broker leads every partition with itself as the whole ISR."""
@@ -347,7 +384,10 @@ class Broker:
         )
 
     def _request_quota(self, req: Request, strict: bool) -> quota.RequestQuota:
-        return quota.RequestQuota(self.quotas, ANONYMOUS_USER, req.client_id or "", strict, _now_ms())
+        conn = current_connection.get()
+        principal = conn.principal if conn is not None else "User:" + ANONYMOUS_USER
+        user = principal[5:] if principal.startswith("User:") else principal
+        return quota.RequestQuota(self.quotas, user, req.client_id or "", strict, _now_ms())
 
     async def _ensure_topics(self, req: Request, names: list[str], allow_auto_create: bool) -> None:
         if not (allow_auto_create and self.config.auto_create_topics):
@@ -418,8 +458,8 @@ class Broker:
             topics.append(topic_cls(error_code=0, name=name, topic_id=topic.topic_id, is_internal=False,
                                     partitions=partitions))
         brokers = [
-            resp_cls.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-            for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
+            resp_cls.MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
+            for b, host, port in self._client_brokers()
         ]
         return req.response(
             throttle_time_ms=0,
@@ -431,8 +471,8 @@ class Broker:
 
     def describe_cluster(self, req: Request) -> Any:
         brokers = [
-            req.spec.response.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-            for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
+            req.spec.response.DescribeClusterBroker(broker_id=b.broker_id, host=host, port=port, rack=b.rack)
+            for b, host, port in self._client_brokers()
         ]
         return req.response(
             throttle_time_ms=0,
@@ -606,7 +646,7 @@ class Broker:
         if req.version >= 16 and any(
             p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) for t in topics for p in t.partitions
         ):
-            endpoints = tuple(NodeEndpoint(b.broker_id, b.host, b.port, b.rack) for b in self.image.brokers.values())
+            endpoints = tuple(NodeEndpoint(b.broker_id, host, port, b.rack) for b, host, port in self._client_brokers())
         parts, _size = encode_fetch_response(
             req.version, req.correlation_id, topics, error_code=error, session_id=0, node_endpoints=endpoints
         )
@@ -1144,9 +1184,12 @@ class Broker:
                 entity = quota.parse_entity_path(path)
                 if not values or not quota.entity_matches(entity, filters, req.body.strict):
                     continue
+                quota_values = {k: v for k, v in values.items() if not scram_admin.is_credential_key(k)}
+                if not quota_values:
+                    continue
                 entries.append(entry_cls(
                     entity=[entity_cls(entity_type=t, entity_name=n) for t, n in quota.entity_components(entity)],
-                    values=[value_cls(key=k, value=float(v)) for k, v in sorted(values.items())],
+                    values=[value_cls(key=k, value=float(v)) for k, v in sorted(quota_values.items())],
                 ))
         except ValueError as exc:
             return req.response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), entries=None)
@@ -1172,10 +1215,13 @@ class Broker:
             try:
                 entity = quota.parse_entity([(e.entity_type, e.entity_name) for e in entry.entity])
                 path = quota.entity_path(entity)
-                current = {k: float(v) for k, v in updated.get(path, {}).items()}
+                existing = updated.get(path, {})
+                # The user's SCRAM credentials share the map: carried over untouched.
+                kept = {k: v for k, v in existing.items() if scram_admin.is_credential_key(k)}
+                current = {k: float(v) for k, v in existing.items() if k not in kept}
                 new = quota.apply_ops(current, [(o.key, o.value, o.remove) for o in entry.ops])
-                if new:
-                    updated[path] = {k: repr(v) for k, v in new.items()}
+                if new or kept:
+                    updated[path] = {**kept, **{k: repr(v) for k, v in new.items()}}
                 else:
                     updated.pop(path, None)
             except ValueError as exc:
@@ -1184,15 +1230,19 @@ class Broker:
                 entity_cls(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity]))
         # Entries are independent, but a failed one changes nothing: only valid entries were folded in.
         if not req.body.validate_only and updated != self.quota_configs:
-            if self.cluster is not None:
-                for path in sorted(set(updated) | set(self.quota_configs)):
-                    if updated.get(path) != self.quota_configs.get(path):
-                        await self.cluster.write_quota_configs(path, updated.get(path, {}))
-            else:
-                self.quota_store.save(updated)
-            self.quota_configs = updated
-            self._configure_quotas()
+            await self.save_user_configs(updated)
         return req.response(throttle_time_ms=0, entries=out)
+
+    async def save_user_configs(self, updated: dict[str, dict[str, str]]) -> None:
+        """Write the user/client config maps that changed (quotas, SCRAM credentials) and use them."""
+        if self.cluster is not None:
+            for path in sorted(set(updated) | set(self.quota_configs)):
+                if updated.get(path) != self.quota_configs.get(path):
+                    await self.cluster.write_quota_configs(path, updated.get(path, {}))
+        else:
+            self.quota_store.save(updated)
+        self.quota_configs = updated
+        self._configure_quotas()
 
     # --- DescribeLogDirs --------------------------------------------------------------------------
 

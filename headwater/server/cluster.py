@@ -28,7 +28,7 @@ from headwater.controller import events as ev
 from headwater.controller.controller import ControllerConfig, not_controller_response
 from headwater.metadata import zk as znodes
 from headwater.metadata.configs import effective_topic_config
-from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
+from headwater.metadata.image import BrokerEndpoint, BrokerInfo, ClusterImage, PartitionState, TopicImage
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import ControlledShutdownRequest, iter_leader_and_isr
 from headwater.replication.partition import LeaderAndIsrState
@@ -95,7 +95,8 @@ class ClusterMember:
     async def _register(self) -> None:
         assert self.zk is not None
         cfg = self.broker.config
-        endpoints = tuple(znodes.Endpoint(listener.name, listener.host, listener.port) for listener in cfg.advertised)
+        endpoints = tuple(znodes.Endpoint(listener.name, listener.host, listener.port, listener.security_protocol)
+                          for listener in cfg.advertised)
         reg = znodes.BrokerRegistration(cfg.broker_id, endpoints, int(time.time() * 1000), cfg.rack)
         # A broker restarted within the session timeout finds its previous life's ephemeral node
         # still there. Kafka gives up at once; waiting for that session to expire (it will, the
@@ -192,7 +193,7 @@ class ClusterMember:
                 self.broker_id, self.zk,
                 ControllerConfig(cfg.num_partitions, cfg.default_replication_factor, cfg.delete_topic_enable,
                                  cfg.props.get("unclean.leader.election.enable", "false") == "true"),
-                on_resigned=self._resigned,
+                on_resigned=self._resigned, listener_name=cfg.inter_broker_listener,
             )
             self.shell = shell
             await shell.start(*won)
@@ -283,10 +284,19 @@ class ClusterMember:
         if error != ErrorCode.NONE:
             return req.response(error_code=error)
         brokers = {}
+        inter_broker = self.broker.config.inter_broker_listener
         for b in body.live_brokers:
-            ep = b.endpoints[0] if req.version >= 1 and b.endpoints else None
-            host, port = (ep.host, ep.port) if ep is not None else (b.v0_host, b.v0_port)
-            brokers[b.id] = BrokerInfo(b.id, host, port, getattr(b, "rack", None))
+            endpoints: tuple[BrokerEndpoint, ...] = ()
+            if req.version >= 1 and b.endpoints:
+                # v1-2 endpoints carry no listener name: the security protocol's name is the listener's.
+                endpoints = tuple(BrokerEndpoint(getattr(e, "listener", None) or znodes.SECURITY_PROTOCOLS[e.security_protocol],
+                                                 e.host, e.port, znodes.SECURITY_PROTOCOLS[e.security_protocol])
+                                  for e in b.endpoints)
+                ep = next((e for e in endpoints if e.listener == inter_broker), endpoints[0])
+                host, port = ep.host, ep.port
+            else:
+                host, port = b.v0_host, b.v0_port
+            brokers[b.id] = BrokerInfo(b.id, host, port, getattr(b, "rack", None), endpoints)
         image = self.broker.image
         topics: dict[str, TopicImage] = dict(image.topics)
         states = ([(t.topic_name, getattr(t, "topic_id", None), p) for t in body.topic_states for p in t.partition_states]

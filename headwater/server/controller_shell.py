@@ -33,6 +33,7 @@ from headwater.controller.znodes import (
     snapshot_from_znodes,
 )
 from headwater.metadata import zk as znodes
+from headwater.metadata.image import BrokerEndpoint
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import (
     PartitionLeadership,
@@ -364,7 +365,8 @@ class ControllerShell:
 
     def _channel(self, broker_id: int) -> BrokerChannel:
         info = self.core.live_brokers[broker_id].info
-        return self._channels.get(broker_id, info.host, info.port, f"controller-{self.broker_id}")
+        host, port = info.address(self._listener) or (info.host, info.port)
+        return self._channels.get(broker_id, host, port, f"controller-{self.broker_id}")
 
     async def _send(self, broker_id: int, req: fx.BrokerRequest) -> None:
         channel = self._channel(broker_id)
@@ -427,8 +429,9 @@ class ControllerShell:
                 P(partition_index=p.partition, controller_epoch=p.controller_epoch, leader=p.leader,
                   leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch, replicas=list(p.replicas),
                   offline_replicas=list(p.offline_replicas)) for p in ps]) for t, ps in by_topic.items()],
-            live_brokers=[B(id=b.broker_id, endpoints=[E(port=b.port, host=b.host, listener=self._listener,
-                                                         security_protocol=0)], rack=b.rack)
+            live_brokers=[B(id=b.broker_id, rack=b.rack, endpoints=[
+                E(port=e.port, host=e.host, listener=e.listener, security_protocol=znodes.SECURITY_PROTOCOL_IDS[e.security_protocol])
+                for e in (b.endpoints or (BrokerEndpoint(self._listener, b.host, b.port),))])
                           for b in req.live_brokers],
         )
 
