@@ -204,7 +204,7 @@ def acls(bootstrap_server: str, command_config: Path | None, action: str | None,
             if action == "add":
                 sys.exit(_add(client, plan, allow_principals, deny_principals, allow_hosts, deny_hosts))
             sys.exit(_remove(client, plan, resources, allow_principals, deny_principals, allow_hosts, deny_hosts,
-                             bool(operations or producer or consumer), force))
+                             force))
     except AdminError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
@@ -254,17 +254,18 @@ def _add(client: AdminClient, plan: dict[Pattern, list[str]], allow_principals: 
 
 def _remove(client: AdminClient, plan: dict[Pattern, list[str]], resources: list[Pattern],
             allow_principals: tuple[str, ...], deny_principals: tuple[str, ...], allow_hosts: tuple[str, ...],
-            deny_hosts: tuple[str, ...], has_operations: bool, force: bool) -> int:
+            deny_hosts: tuple[str, ...], force: bool) -> int:
     if not resources:
         raise click.UsageError("You must specify one of: --topic, --group, --cluster, --transactional-id")
     F = DeleteAclsRequest.DeleteAclsFilter
     failed = 0
     for pattern, ops in plan.items():
         if allow_principals or deny_principals:
+            # Exactly these ACLs (the operation defaults to All, as in kafka-acls.sh).
             entries = _entries(allow_principals, deny_principals, allow_hosts, deny_hosts, ops)
             filters = [F(resource_type_filter=RESOURCE_TYPES[pattern.resource_type], resource_name_filter=pattern.name,
                          pattern_type_filter=PATTERN_TYPES[pattern.pattern_type], principal_filter=e.principal,
-                         host_filter=e.host, operation=OPERATIONS[e.operation] if has_operations else OPERATIONS["ANY"],
+                         host_filter=e.host, operation=OPERATIONS[e.operation],
                          permission_type=PERMISSIONS[e.permission]) for e in entries]
             question = f"Are you sure you want to remove ACLs: \n\t{chr(10).join(map(str, entries))} \n from resource `{pattern}`? (y/n)"
         else:

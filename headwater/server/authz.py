@@ -228,6 +228,9 @@ class Authz:
         self._zk = zk
         for path in ZK_TOP_LEVEL:
             await zk.ensure(path)
+        # Notifications already there are covered by the full load that follows.
+        for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
+            self._seen_changes[path].update(await zk.children(path))
         await self._load_zk()
         for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
             zk.watch_children(path, self._on_changes(path))
@@ -335,6 +338,9 @@ class Authz:
                     await self._update(binding.pattern, functools.partial(_with_entry, binding.entry))
                 except KafkaError as exc:
                     code, message = exc.code, exc.message
+                except Exception as exc:  # the store failed (ZooKeeper, disk): this ACL was not created
+                    log.exception("creating an ACL failed")
+                    code, message = ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)
                 results.append(result_cls(error_code=code, error_message=message))
         return req.response(throttle_time_ms=0, results=results)
 

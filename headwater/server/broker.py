@@ -876,6 +876,9 @@ class Broker:
                         configs=[config_cls(name=k, value=v, read_only=False, config_source=src, is_sensitive=False)
                                  for k, (v, src) in sorted(effective.items())],
                     )
+                    if not self.authz.topic(req, AclOperation.DESCRIBE_CONFIGS, t.name, note=False):
+                        # Created, but its configs are not this principal's to see (Kafka's rule).
+                        fields.update(configs=[], topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 else:
                     fields.update(num_partitions=-1, replication_factor=-1, configs=[])
             results.append(result_cls(**fields))
