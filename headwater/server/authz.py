@@ -249,7 +249,11 @@ class Authz:
 
     def _on_changes(self, path: str) -> Callable[[list[str]], None]:
         def on_change(children: list[str]) -> None:
-            fresh = [c for c in sorted(children) if c not in self._seen_changes[path]]
+            seen = self._seen_changes[path]
+            fresh = [c for c in sorted(children) if c not in seen]
+            # Forget purged notifications (the set stays as small as the directory) and claim the new ones.
+            seen.intersection_update(children)
+            seen.update(fresh)
             if fresh:
                 asyncio.get_running_loop().create_task(self._apply_changes(path, fresh))
         return on_change
@@ -257,7 +261,6 @@ class Authz:
     async def _apply_changes(self, path: str, names: list[str]) -> None:
         assert self._zk is not None
         for name in names:
-            self._seen_changes[path].add(name)
             try:
                 found = await self._zk.get(f"{path}/{name}")
                 if found is None:
