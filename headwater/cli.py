@@ -61,7 +61,11 @@ def broker(config_path: Path, override: tuple[str, ...]) -> None:
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    run_broker(config)
+    try:
+        run_broker(config)
+    except ConfigError as exc:  # settings only checked when the broker builds its parts (TLS files, SASL)
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
 
 
 @main.command()

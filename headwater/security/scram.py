@@ -149,6 +149,12 @@ def _b64decode(text: str, what: str) -> bytes:
         raise ScramError(f"Invalid SCRAM {what} encoding") from None
 
 
+def _alphanumeric_nonce() -> str:
+    # Letters and digits only, like Kafka's server nonces.
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return "".join(secrets.choice(alphabet) for _ in range(NONCE_BYTES + 8))
+
+
 # --- server ------------------------------------------------------------------------------------------
 
 
@@ -164,7 +170,7 @@ class ScramServer:
         self.mechanism = mechanism
         self._hash = _hash(mechanism)
         self._lookup = lookup
-        self._nonce = nonce or (lambda: secrets.token_urlsafe(NONCE_BYTES))
+        self._nonce = nonce or _alphanumeric_nonce
         self._state = "first"
         self.complete = False
         self.username: str | None = None
@@ -173,6 +179,7 @@ class ScramServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._full_nonce = ""
+        self._server_nonce = ""
 
     def step(self, token: bytes) -> bytes:
         if self._state == "first":
@@ -235,7 +242,8 @@ class ScramServer:
         self.username = username
         self._gs2_header = f"{flag},{authzid_part},"
         self._client_first_bare = bare
-        self._full_nonce = client_nonce + self._nonce()
+        self._server_nonce = self._nonce()
+        self._full_nonce = client_nonce + self._server_nonce
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._full_nonce},s={salt},i={credential.iterations}"
         self._state = "final"
@@ -257,7 +265,9 @@ class ScramServer:
             raise self._fail("Invalid SCRAM client final message: expected c=,r=,p=")
         if _b64decode(attrs[0][1], "channel binding") != self._gs2_header.encode():
             raise self._fail("Invalid SCRAM client final message: channel binding does not match")
-        if attrs[1][1] != self._full_nonce:
+        # Kafka checks only that the nonce ends with the server's part (librdkafka 2.0 sends its own part
+        # twice); the server part is fresh per exchange, so a replayed final message still fails.
+        if not attrs[1][1].endswith(self._server_nonce):
             raise self._fail("Invalid SCRAM client final message: nonce does not match")
         proof = _b64decode(proof_attr[2:], "proof")
         credential = self._credential

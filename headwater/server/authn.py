@@ -22,8 +22,10 @@ from headwater.protocol.errors import KafkaError
 from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.security import sasl, tls
 from headwater.security.scram import ScramCredential
+from headwater.server.channel import ChannelSecurity
 from headwater.server.config import BrokerConfig, ConfigError
 from headwater.server.connection import Connection, Reply
+from headwater.server.zk import zookeeper_security
 
 log = logging.getLogger(__name__)
 FAILURE_LOG_INTERVAL_S = 10.0  # at most one failed-authentication line per client address per interval
@@ -75,8 +77,29 @@ class Authenticator:
                     self._plain_users[listener.name] = sasl.plain_users(entry) if entry is not None else {}
                 if listener.uses_tls:
                     self._ssl[listener.name] = tls.server_context(tls.listener_props(config.props, listener.name))
+            self.channel_security = self._channel_security()
+            zookeeper_security(config.props)  # refused now rather than when the cluster session starts
         except ValueError as exc:  # TlsConfigError and bad SASL settings
             raise ConfigError(str(exc)) from None
+
+    def _channel_security(self) -> ChannelSecurity:
+        """How this broker (and the controller on it) connects to the others: the inter-broker
+        listener's protocol; for SASL, ``sasl.mechanism.inter.broker.protocol`` with the
+        ``username``/``password`` of that mechanism's JAAS config."""
+        listener = self._config.listener(self._config.inter_broker_listener)
+        props = self._config.props
+        context = tls.client_context(tls.listener_props(props, listener.name)) if listener.uses_tls else None
+        if not listener.uses_sasl:
+            return ChannelSecurity(context)
+        mechanism = props.get("sasl.mechanism.inter.broker.protocol", "PLAIN").upper()
+        if mechanism not in self._mechanisms[listener.name]:
+            raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on the inter-broker "
+                              f"listener {listener.name} ({', '.join(self._mechanisms[listener.name])})")
+        entry = sasl.jaas_for(props, listener.name, mechanism)
+        if entry is None or "username" not in entry.options or "password" not in entry.options:
+            raise ConfigError(f"the inter-broker listener {listener.name} uses SASL {mechanism}: its sasl.jaas.config "
+                              "needs the broker's own username=\"...\" password=\"...\"")
+        return ChannelSecurity(context, mechanism, entry.options["username"], entry.options["password"])
 
     def ssl_context(self, listener: str) -> ssl.SSLContext | None:
         return self._ssl.get(listener)

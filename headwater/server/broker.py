@@ -122,6 +122,7 @@ class Broker:
             broker_address=self._broker_address,
             controller_id=lambda: self.image.controller_id,
             broker_epoch=lambda: self.broker_epoch,
+            channel_security=self.authn.channel_security,
         )
         self._rng = random.Random()
         self._servers: list[asyncio.base_events.Server] = []

@@ -35,7 +35,7 @@ from headwater.replication.partition import LeaderAndIsrState
 from headwater.security.acl import AclOperation
 from headwater.server.channel import BrokerChannel, ChannelError
 from headwater.server.controller_shell import ControllerShell
-from headwater.server.zk import DuplicateRegistrationError, ZooKeeper
+from headwater.server.zk import DuplicateRegistrationError, ZooKeeper, zookeeper_security
 
 if TYPE_CHECKING:
     from headwater.server.broker import Broker
@@ -68,7 +68,8 @@ class ClusterMember:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.zk = ZooKeeper(self.connect, self.session_timeout_ms, loop)
+        digest, secure_acls = zookeeper_security(self.broker.config.props)
+        self.zk = ZooKeeper(self.connect, self.session_timeout_ms, loop, digest=digest, secure_acls=secure_acls)
         await self.zk.start()
         self.zk.on_session_lost(self._session_lost)
         await self.zk.create_top_level_paths()
@@ -158,7 +159,8 @@ class ClusterMember:
                     address = self.broker._broker_address(controller)
                     if address is None:
                         return
-                    ch = BrokerChannel(address[0], address[1], f"broker-{self.broker_id}-shutdown")
+                    ch = BrokerChannel(address[0], address[1], f"broker-{self.broker_id}-shutdown",
+                                       self.broker.authn.channel_security)
                     try:
                         req = ControlledShutdownRequest(version=3, broker_id=self.broker_id,
                                                         broker_epoch=self.broker.broker_epoch)
@@ -194,6 +196,7 @@ class ClusterMember:
                 ControllerConfig(cfg.num_partitions, cfg.default_replication_factor, cfg.delete_topic_enable,
                                  cfg.props.get("unclean.leader.election.enable", "false") == "true"),
                 on_resigned=self._resigned, listener_name=cfg.inter_broker_listener,
+                channel_security=self.broker.authn.channel_security,
             )
             self.shell = shell
             await shell.start(*won)

@@ -41,7 +41,7 @@ from headwater.protocol.interbroker import (
     UpdateMetadataRequest,
     leader_and_isr_request,
 )
-from headwater.server.channel import BrokerChannel, ChannelError, ChannelPool
+from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
 from headwater.server.zk import ControllerMovedError, ZooKeeper
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,8 @@ class _Pending:
 
 class ControllerShell:
     def __init__(self, broker_id: int, zk: ZooKeeper, config: ControllerConfig, *,
-                 on_resigned: Callable[[], None], listener_name: str = "PLAINTEXT") -> None:
+                 on_resigned: Callable[[], None], listener_name: str = "PLAINTEXT",
+                 channel_security: ChannelSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.core = Controller(broker_id, config)
@@ -76,7 +77,7 @@ class ControllerShell:
         self._task: asyncio.Task[None] | None = None
         self._senders: dict[int, asyncio.Task[None]] = {}
         self._outboxes: dict[int, asyncio.Queue[fx.BrokerRequest]] = {}
-        self._channels = ChannelPool()
+        self._channels = ChannelPool(channel_security)
         self._rng = random.Random()
         self.active = False
         self._broker_change_queued = False
