@@ -1,7 +1,7 @@
 """The issue's acceptance with authenticated principals (SASL PLAIN) on a 2-broker ZooKeeper cluster.
 
-Brokers talk to each other on a PLAINTEXT internal listener, whose principal (User:ANONYMOUS) is a
-super user, as in a deployment with a trusted internal network; clients use the SASL listener.
+Every connection authenticates, the brokers' own too: each broker has one SASL_PLAINTEXT listener,
+which is also the inter-broker one, and logs in to the others as User:broker, a super user.
 
 - User:ops without ALTER on CLUSTER gets CLUSTER_AUTHORIZATION_FAILED from AlterPartitionReassignments
   and no reassignment starts; after ``headwater acls --add --allow-principal User:ops --operation Alter
@@ -30,8 +30,9 @@ from headwater.admin.local import BrokerProcess, ZooKeeperProcess, free_port
 from headwater.admin.security import client_security
 from headwater.cli import main
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" '
-        'user_ops="ops-secret" user_dev="dev-secret" user_reader="reader-secret";')
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" '
+        'user_broker="broker-secret" user_admin="admin-secret" user_ops="ops-secret" user_dev="dev-secret" '
+        'user_reader="reader-secret";')
 
 
 @pytest.fixture(scope="module")
@@ -41,18 +42,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ZooKeepe
     brokers: dict[int, tuple[BrokerProcess, str]] = {}
     try:
         for broker_id in (1, 2):
-            internal, external = free_port(), free_port()
-            listeners = f"INTERNAL://127.0.0.1:{internal},SASL://127.0.0.1:{external}"
+            port = free_port()
+            listeners = f"SASL_PLAINTEXT://127.0.0.1:{port}"
             props = {
                 "zookeeper.connect": zk.connect, "zookeeper.session.timeout.ms": "6000",
                 "listeners": listeners, "advertised.listeners": listeners,
-                "listener.security.protocol.map": "INTERNAL:PLAINTEXT,SASL:SASL_PLAINTEXT",
-                "inter.broker.listener.name": "INTERNAL", "sasl.enabled.mechanisms": "PLAIN",
-                "listener.name.sasl.plain.sasl.jaas.config": JAAS,
+                "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.jaas.config": JAAS,
                 "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                "super.users": "User:ANONYMOUS;User:admin", "default.replication.factor": "1",
+                "super.users": "User:admin;User:broker", "default.replication.factor": "1",
             }
-            brokers[broker_id] = (BrokerProcess(broker_id, internal, root, props), f"127.0.0.1:{external}")
+            brokers[broker_id] = (BrokerProcess(broker_id, port, root, props), f"127.0.0.1:{port}")
         for b, _ in brokers.values():
             b.start(wait=False)
         for b, _ in brokers.values():
