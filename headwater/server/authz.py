@@ -104,6 +104,17 @@ GROUP_OPERATIONS: dict[ApiKeyInt, AclOperation] = {
     68: AclOperation.READ,      # ConsumerGroupHeartbeat
     69: AclOperation.DESCRIBE,  # ConsumerGroupDescribe
 }
+# What can be done to each resource type (Kafka's ``ResourceType`` / ``AclEntry.supportedOperations``).
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+                         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                           AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                           AclOperation.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+}
 # ... and on each topic those APIs name (TOPIC_AUTHORIZATION_FAILED per partition when refused).
 GROUP_TOPIC_OPERATIONS: dict[ApiKeyInt, AclOperation] = {
     8: AclOperation.READ,       # OffsetCommit
@@ -194,6 +205,13 @@ class Authz:
         if op is None:
             raise ValueError(f"{api_name(req.api_key)} is not a group API")
         return ErrorCode.NONE if self.group(req, op, group_id) else ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+    def authorized_operations(self, req: Request, resource_type: ResourceType, name: str = CLUSTER_NAME) -> set[int]:
+        """The operation codes the principal may perform on the resource, for Metadata and
+        DescribeCluster's ``authorized_operations`` (the codec packs the set into Kafka's 32-bit
+        field, bit = code); without an authorizer, every operation of the resource type."""
+        ops = SUPPORTED_OPERATIONS.get(resource_type, ())
+        return {int(op) for op in ops if self.allowed(req, op, resource_type, name, note=False)}
 
     def any_topic(self, req: Request, op: AclOperation) -> bool:
         """May the principal perform ``op`` on some topic (Kafka's authorizeByResourceType)?"""

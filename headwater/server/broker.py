@@ -46,7 +46,7 @@ from headwater.protocol.fetch import FetchPartitionData, FetchTopicData, NodeEnd
 from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.replication.partition import LeaderAndIsrState
-from headwater.security.acl import AclOperation
+from headwater.security.acl import AclOperation, ResourceType
 from headwater.server import metrics, scram_admin
 from headwater.server.authn import Authenticator
 from headwater.server.authz import Authz
@@ -456,18 +456,25 @@ class Broker:
                 )
                 for p, s in sorted(topic.partitions.items())
             ]
+            extra: dict[str, Any] = {}
+            if req.version >= 8 and body.include_topic_authorized_operations:
+                extra["authorized_operations"] = self.authz.authorized_operations(req, ResourceType.TOPIC, name)
             topics.append(topic_cls(error_code=0, name=name, topic_id=topic.topic_id, is_internal=False,
-                                    partitions=partitions))
+                                    partitions=partitions, **extra))
         brokers = [
             resp_cls.MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
             for b, host, port in self._client_brokers()
         ]
+        cluster_ops: dict[str, Any] = {}
+        if 8 <= req.version <= 10 and body.include_cluster_authorized_operations:
+            cluster_ops["authorized_operations"] = self.authz.authorized_operations(req, ResourceType.CLUSTER)
         return req.response(
             throttle_time_ms=0,
             brokers=brokers,
             cluster_id=self.image.cluster_id,
             controller_id=self.image.controller_id,
             topics=topics,
+            **cluster_ops,
         )
 
     def describe_cluster(self, req: Request) -> Any:
@@ -475,6 +482,9 @@ class Broker:
             req.spec.response.DescribeClusterBroker(broker_id=b.broker_id, host=host, port=port, rack=b.rack)
             for b, host, port in self._client_brokers()
         ]
+        cluster_ops: dict[str, Any] = {}
+        if req.body.include_cluster_authorized_operations:
+            cluster_ops["authorized_operations"] = self.authz.authorized_operations(req, ResourceType.CLUSTER)
         return req.response(
             throttle_time_ms=0,
             error_code=0,
@@ -482,6 +492,7 @@ class Broker:
             cluster_id=self.image.cluster_id,
             controller_id=self.image.controller_id,
             brokers=brokers,
+            **cluster_ops,
         )
 
     # --- Produce ----------------------------------------------------------------------------------

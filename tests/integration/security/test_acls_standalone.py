@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from kafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
+from kafka.protocol.metadata import MetadataRequest
 
 from headwater.admin.client import AdminClient
 from headwater.admin.local import BrokerProcess
@@ -78,6 +79,14 @@ def test_acl_round_trip_enforcement_and_audit(broker_factory: Callable[..., Brok
     with pytest.raises(TopicAuthorizationFailedError):
         producer.send("orders", b"refused").get(timeout=10)
     producer.close()
+
+    # Metadata's authorized operations: READ and DESCRIBE on the topic, everything on the cluster.
+    with AdminClient(bootstrap) as client:
+        meta = client.send(MetadataRequest, dict(topics=[MetadataRequest.MetadataRequestTopic(name="orders")],
+                                                 allow_auto_topic_creation=False, include_cluster_authorized_operations=True,
+                                                 include_topic_authorized_operations=True), max_version=10)
+    assert meta.topics[0].authorized_operations == {3, 8}  # decoded from Kafka's 32-bit field
+    assert meta.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
 
     code, out = acls(bootstrap, "--list", "--topic", "orders")
     assert code == 0 and out.count("permissionType=") == 2, out

@@ -11,7 +11,7 @@ from typing import Any
 from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
 from headwater.protocol.apis import API_SPECS, ApiKey, Request
-from headwater.security.acl import AclOperation
+from headwater.security.acl import AclOperation, ResourceType
 from headwater.server.authz import Authz
 
 AUTHORIZER = {"authorizer.class.name": "headwater.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
@@ -90,3 +90,18 @@ def test_audit_file_rotates(tmp_path: Path) -> None:
         for line in (tmp_path / "a" / name).read_text().splitlines():
             assert json.loads(line)["api"] == "CREATE_ACLS"
     assert all((tmp_path / "a" / n).stat().st_size <= 2000 for n in files)
+
+
+def test_authorized_operations_bit_fields(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    authz = Authz(AUTHORIZER, tmp_path / "logs", 1)
+    assert create(authz, "User:admin", read_topic("User:a")) == [0]
+    req = request(ApiKey.METADATA, None, "User:a")
+    assert authz.authorized_operations(req, ResourceType.TOPIC, "t") == {3, 8}  # READ, DESCRIBE
+    assert authz.authorized_operations(req, ResourceType.CLUSTER) == set()
+    assert req.denied == []  # asking what is allowed is not a refusal
+    assert authz.authorized_operations(request(ApiKey.METADATA, None, "User:admin"), ResourceType.TOPIC, "t") == {3, 4, 5, 6, 7, 8, 10, 11}
+    off = Authz({}, tmp_path / "off", 1)
+    assert off.authorized_operations(req, ResourceType.CLUSTER) == {5, 7, 8, 9, 10, 11, 12}
+    authz.close()
+    off.close()
