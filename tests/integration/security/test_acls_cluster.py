@@ -32,8 +32,8 @@ PROPS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "al
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     root = Path(tmp_path_factory.mktemp("acl-cluster"))
-    base = free_port_range(2)
-    zookeeper_port = next(p for p in iter(free_port, None) if not base <= p < base + 2)
+    base = free_port_range(3)  # the third port for the broker added later
+    zookeeper_port = next(p for p in iter(free_port, None) if not base <= p < base + 3)
     state = start_cluster(root, 2, base, zookeeper_port, [], PROPS)
     try:
         yield state.bootstrap, root
@@ -120,6 +120,11 @@ def test_concurrent_creates_lose_nothing_and_every_broker_sees_them(cluster: tup
     for server in (first, second):
         wait_for(lambda s=server: cli("acls", "--bootstrap-server", s, "--list", "--topic", "shared")[1]
                  .count("operation=READ") == 6, 20, f"all six ACLs on {server}")
+    # A broker that joins later loads them from ZooKeeper before it serves anyone.
+    code, out = cli("cluster", "add-broker", "--data-dir", str(root))
+    assert code == 0, out
+    third = f"127.0.0.1:{ClusterState.load(root).brokers[2].port}"
+    assert cli("acls", "--bootstrap-server", third, "--list", "--topic", "shared")[1].count("operation=READ") == 6
     code, out = cli("acls", "--bootstrap-server", second, "--remove", "--force", "--topic", "shared",
                     "--resource-pattern-type", "prefixed")
     assert code == 0, out  # nothing prefixed: removes nothing
