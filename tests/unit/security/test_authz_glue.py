@@ -105,3 +105,24 @@ def test_authorized_operations_bit_fields(tmp_path: Path) -> None:
     assert off.authorized_operations(req, ResourceType.CLUSTER) == {5, 7, 8, 9, 10, 11, 12}
     authz.close()
     off.close()
+
+
+def test_reassignment_audit_names_moves_and_cancellations(tmp_path: Path) -> None:
+    from kafka.protocol.admin import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
+
+    T = AlterPartitionReassignmentsRequest.ReassignableTopic
+    body = AlterPartitionReassignmentsRequest(timeout_ms=1000, topics=[T(name="t", partitions=[
+        T.ReassignablePartition(partition_index=0, replicas=[2, 3]),
+        T.ReassignablePartition(partition_index=1, replicas=None)])])
+    R = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
+    resp = AlterPartitionReassignmentsResponse(version=0, throttle_time_ms=0, error_code=0, error_message=None, responses=[
+        R(name="t", partitions=[R.ReassignablePartitionResponse(partition_index=0, error_code=0, error_message=None),
+                                R.ReassignablePartitionResponse(partition_index=1, error_code=85, error_message=None)])])
+    authz = Authz({"audit.log.dir": str(tmp_path)}, tmp_path / "logs", 1)
+    authz.audit_request(request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body, version=0), resp)
+    # Reads that nobody refused are not audited.
+    authz.audit_request(request(ApiKey.LIST_PARTITION_REASSIGNMENTS, None, version=0), None)
+    authz.close()
+    (line,) = [json.loads(x) for x in (tmp_path / "broker-1-audit.log").read_text().splitlines()]
+    assert line["api"] == "ALTER_PARTITION_REASSIGNMENTS" and line["outcome"] == "failed" and line["error_code"] == 85
+    assert [(r["name"], r["error_code"]) for r in line["resources"]] == [("t-0 -> [2, 3]", 0), ("t-1 cancel", 85)]
