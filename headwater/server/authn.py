@@ -88,6 +88,8 @@ class Authenticator:
         ``username``/``password`` of that mechanism's JAAS config."""
         listener = self._config.listener(self._config.inter_broker_listener)
         props = self._config.props
+        if "zookeeper.connect" not in props:
+            return ChannelSecurity()  # a standalone broker has no peers to reach
         context = tls.client_context(tls.listener_props(props, listener.name)) if listener.uses_tls else None
         if not listener.uses_sasl:
             return ChannelSecurity(context)
