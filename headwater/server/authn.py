@@ -15,7 +15,7 @@ import struct
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from headwater.protocol.apis import ApiKey, decode_request, encode_response
 from headwater.protocol.errors import KafkaError
@@ -125,7 +125,7 @@ class Authenticator:
         session = conn.sasl
         return session is not None and session.state is not sasl.State.DONE
 
-    def gate(self, conn: Connection, frame: bytearray) -> Reply | bool | None:
+    def gate(self, conn: Connection, frame: bytearray) -> Reply | Literal[True] | None:
         """A frame before authentication finished: a reply, None (the connection was closed), or
         True when the broker should answer it as usual (ApiVersions)."""
         session: sasl.SaslSession = conn.sasl
