@@ -11,6 +11,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from headwater.security import sasl, tls
 
@@ -81,3 +82,16 @@ def load_command_config(path: Path | None) -> tuple[ClientSecurity, dict[str, st
         return PLAINTEXT, {}
     props = read_properties(path)
     return client_security(props), props
+
+
+def kafka_python_settings(props: dict[str, str]) -> dict[str, Any]:
+    """The same properties as kafka-python client keyword arguments (for commands built on it)."""
+    sec = client_security(props)
+    out: dict[str, Any] = {"security_protocol": sec.protocol}
+    if sec.ssl_context is not None:
+        out["ssl_context"] = sec.ssl_context
+    if sec.mechanism is not None:
+        out.update(sasl_mechanism=sec.mechanism, sasl_plain_username=sec.username, sasl_plain_password=sec.password)
+    if "client.id" in props:
+        out["client_id"] = props["client.id"]
+    return out

@@ -15,7 +15,7 @@ import struct
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from headwater.protocol.apis import ApiKey, decode_request, encode_response
 from headwater.protocol.errors import KafkaError
@@ -88,6 +88,8 @@ class Authenticator:
         ``username``/``password`` of that mechanism's JAAS config."""
         listener = self._config.listener(self._config.inter_broker_listener)
         props = self._config.props
+        if "zookeeper.connect" not in props:
+            return ChannelSecurity()  # a standalone broker has no peers to reach
         context = tls.client_context(tls.listener_props(props, listener.name)) if listener.uses_tls else None
         if not listener.uses_sasl:
             return ChannelSecurity(context)
@@ -123,21 +125,23 @@ class Authenticator:
         session = conn.sasl
         return session is not None and session.state is not sasl.State.DONE
 
-    def gate(self, conn: Connection, frame: bytearray) -> Reply | bool | None:
+    def gate(self, conn: Connection, frame: bytearray) -> Reply | Literal[True] | None:
         """A frame before authentication finished: a reply, None (the connection was closed), or
-        True when the broker should answer it as usual (ApiVersions)."""
+        True when the broker should answer it as usual (ApiVersions). Closing lines go through the
+        rate-limited failure log, so a flood of bad handshakes cannot flood the log."""
         session: sasl.SaslSession = conn.sasl
         if session.raw_tokens:
             return self._raw_token(conn, session, bytes(frame))
         try:
-            key, version, correlation_id = peek_api(frame)
+            key, version, _correlation_id = peek_api(frame)
         except MalformedFrameError:
-            conn.abort("frame too short for a request header during SASL authentication")
+            self._fail(conn, session, "frame too short for a request header")
+            conn.abort("frame too short for a request header during SASL authentication", quiet=True)
             return None
         if not session.allows_before_auth(key):
             name = ApiKey(key).name if key in ApiKey._value2member_map_ else str(key)
             self._fail(conn, session, f"unexpected request {name} before SASL authentication")
-            conn.abort(f"request {name} (correlation id {correlation_id}) before SASL authentication finished")
+            conn.abort(f"request {name} before SASL authentication finished", quiet=True)
             return None
         if key == ApiKey.API_VERSIONS:
             return True
@@ -145,7 +149,7 @@ class Authenticator:
             request = decode_request(frame)
         except (KafkaError, ValueError) as exc:
             self._fail(conn, session, f"undecodable SASL request: {exc}")
-            conn.abort(f"undecodable SASL request v{version}: {exc}")
+            conn.abort(f"undecodable SASL request v{version}: {exc}", quiet=True)
             return None
         if key == ApiKey.SASL_HANDSHAKE:
             result = session.handshake(request.version, request.body.mechanism)
@@ -169,7 +173,7 @@ class Authenticator:
         result = session.token(token)
         if result.error:
             self._fail(conn, session, result.message or "")
-            conn.abort("SASL authentication failed")
+            conn.abort("SASL authentication failed", quiet=True)
             return None
         if result.done:
             self._authenticated(conn, session)

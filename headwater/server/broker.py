@@ -284,7 +284,7 @@ class Broker:
         if self.authn.needs_gate(conn):
             gated = self.authn.gate(conn, frame)
             if gated is not True:
-                return gated  # type: ignore[return-value]
+                return gated
         try:
             request = decode_request(frame)
         except KafkaError as exc:

@@ -198,11 +198,12 @@ class Connection(asyncio.BufferedProtocol):
 
         asyncio.get_running_loop().call_later(mute_ms / 1000, unmute)
 
-    def abort(self, reason: str) -> None:
-        """Close this connection only, with a log line saying why."""
+    def abort(self, reason: str, *, quiet: bool = False) -> None:
+        """Close this connection only, with a log line saying why (unless the caller logged it already)."""
         if self.closed:
             return
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        if not quiet:
+            log.warning("closing connection from %s: %s", self.peer, reason)
         self.closed = True
         if self.transport is not None:
             self.transport.abort()

@@ -403,8 +403,7 @@ class ControllerShell:
             return build(req)
         return await asyncio.to_thread(build, req)
 
-    @staticmethod
-    def _leader_and_isr(req: fx.LeaderAndIsrRequest) -> Any:
+    def _leader_and_isr(self, req: fx.LeaderAndIsrRequest) -> Any:
         return leader_and_isr_request(
             LEADER_AND_ISR_VERSION, controller_id=req.controller_id, controller_epoch=req.controller_epoch,
             broker_epoch=req.broker_epoch,
@@ -412,7 +411,8 @@ class ControllerShell:
                                         p.partition_epoch, p.replicas, p.adding_replicas, p.removing_replicas,
                                         p.is_new, p.leader_recovery_state) for p in req.partitions],
             topic_ids={p.topic: p.topic_id for p in req.partitions},
-            live_leaders=[(b.broker_id, b.host, b.port) for b in req.live_leaders],
+            # Kafka sends each leader's inter-broker endpoint here.
+            live_leaders=[(b.broker_id, *(b.address(self._listener) or (b.host, b.port))) for b in req.live_leaders],
         )
 
     def _update_metadata(self, req: fx.UpdateMetadataRequest) -> Any:

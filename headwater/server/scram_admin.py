@@ -58,6 +58,18 @@ def lookup(broker: Broker, mechanism: str, user: str) -> scram.ScramCredential |
         return None
 
 
+def _infos(info_cls: Any, creds: dict[str, str]) -> list[Any]:
+    out = []
+    for mechanism, text in sorted(creds.items()):
+        try:
+            iterations = scram.ScramCredential.from_config(text).iterations
+        except ValueError as exc:  # unreadable (written by hand?): not usable for login either
+            log.warning("unreadable %s credential: %s", mechanism, exc)
+            continue
+        out.append(info_cls(mechanism=scram.MECHANISM_IDS[mechanism], iterations=iterations))
+    return out
+
+
 def describe(broker: Broker, req: Request) -> Any:
     result_cls = req.spec.response.DescribeUserScramCredentialsResult
     info_cls = result_cls.CredentialInfo
@@ -69,9 +81,8 @@ def describe(broker: Broker, req: Request) -> Any:
     results = []
     if wanted is None:
         for user in sorted(known):
-            results.append(result_cls(user=user, error_code=0, error_message=None, credential_infos=[
-                info_cls(mechanism=scram.MECHANISM_IDS[m], iterations=scram.ScramCredential.from_config(v).iterations)
-                for m, v in sorted(known[user].items())]))
+            results.append(result_cls(user=user, error_code=0, error_message=None,
+                                      credential_infos=_infos(info_cls, known[user])))
     else:
         duplicates = {u for u in wanted if wanted.count(u) > 1}
         for user in dict.fromkeys(wanted):
@@ -83,9 +94,8 @@ def describe(broker: Broker, req: Request) -> Any:
                 results.append(result_cls(user=user, error_code=scram.RESOURCE_NOT_FOUND, credential_infos=[],
                                           error_message=f"Attempt to describe a user credential that does not exist: {user}"))
             else:
-                results.append(result_cls(user=user, error_code=0, error_message=None, credential_infos=[
-                    info_cls(mechanism=scram.MECHANISM_IDS[m], iterations=scram.ScramCredential.from_config(v).iterations)
-                    for m, v in sorted(known[user].items())]))
+                results.append(result_cls(user=user, error_code=0, error_message=None,
+                                          credential_infos=_infos(info_cls, known[user])))
     return req.response(throttle_time_ms=0, error_code=0, error_message=None, results=results)
 
 

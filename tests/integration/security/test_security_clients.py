@@ -4,12 +4,14 @@ listener a client came in on deciding the addresses Metadata gives it."""
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -249,3 +251,14 @@ def test_scram_credentials_describe_delete_and_kafkas_checks(sb: SecureBroker) -
     r = sb.headwater("configs", *cfg, "--alter", "--entity-type", "users", "--entity-name", "carol",
                      "--delete-config", "SCRAM-SHA-512")
     assert r.returncode == 1 and "does not exist" in r.stderr
+
+
+def test_plan_reads_a_secured_cluster_with_command_config(sb: SecureBroker, tmp_path: Path,
+                                                          topic_name: Callable[..., str]) -> None:
+    create_topic(sb, topic_name())
+    out = tmp_path / "plan.json"
+    r = sb.headwater("plan", "--bootstrap-server", sb.address(sb.sasl_ssl), "--command-config", str(sb.admin_config),
+                     "--engine", "local", "--format", "json", "--capacity-bytes", str(10**12), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    # Only a client with the file's TLS and SASL settings gets an answer on this listener.
+    assert json.loads(r.stdout)["timings_s"]["read_live_s"] > 0
