@@ -151,3 +151,56 @@ def test_bad_acls_and_filters_get_invalid_request(broker_factory: Callable[..., 
 def test_without_an_authorizer_acl_apis_say_security_disabled(broker: BrokerProcess) -> None:
     code, out = acls(broker.bootstrap, "--list")
     assert code == 1 and "No Authorizer is configured on the broker" in out
+
+
+def test_real_admin_clients_manage_acls(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """confluent-kafka (librdkafka) and kafka-python's admin clients create, describe and delete ACLs."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+    from confluent_kafka.admin import AdminClient as CAdmin
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KResourceType
+
+    broker = broker_factory(AUTHORIZER)
+    admin = CAdmin({"bootstrap.servers": broker.bootstrap})
+    binding = AclBinding(ResourceType.TOPIC, "lib-", ResourcePatternType.PREFIXED, "User:lib", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW)
+    for fut in admin.create_acls([binding]).values():
+        fut.result(timeout=15)
+    any_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    found = admin.describe_acls(any_filter).result(timeout=15)
+    assert [(b.name, b.resource_pattern_type, b.principal, b.operation) for b in found] == [
+        ("lib-", ResourcePatternType.PREFIXED, "User:lib", AclOperation.WRITE)]
+
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        acl = ACL("User:kp", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                  ResourcePattern(KResourceType.GROUP, "g1", ACLResourcePatternType.LITERAL))
+        result = kp.create_acls([acl])
+        assert not result["failed"], result
+        acls, _error = kp.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                                 ResourcePatternFilter(KResourceType.GROUP, None, ACLResourcePatternType.ANY)))
+        assert [(a.principal, a.resource_pattern.resource_name) for a in acls] == [("User:kp", "g1")]
+    finally:
+        kp.close()
+
+    for fut in admin.delete_acls([any_filter]).values():
+        deleted = fut.result(timeout=15)
+    assert sorted(b.principal for b in deleted) == ["User:kp", "User:lib"]
+    assert admin.describe_acls(any_filter).result(timeout=15) == []
