@@ -287,6 +287,8 @@ def decode_controller_epoch(data: bytes | str) -> int:
 
 # Kafka's SecurityProtocol names; a listener without an entry in the map must be named after one.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Their ids on the wire (UpdateMetadata endpoints), Kafka's SecurityProtocol.id.
+SECURITY_PROTOCOL_IDS = {name: i for i, name in enumerate(SECURITY_PROTOCOLS)}
 _ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
 

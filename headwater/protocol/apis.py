@@ -9,7 +9,7 @@ id only).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
@@ -20,14 +20,22 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
     DescribeClusterRequest,
@@ -36,6 +44,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsRequest,
@@ -81,6 +91,12 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.protocol.frame import parse_request_header, response_header
@@ -122,6 +138,9 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -133,6 +152,10 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
 
@@ -191,6 +214,15 @@ API_SPECS: dict[int, ApiSpec] = {
         _spec(ApiKey.LIST_GROUPS, 0, 5, ListGroupsRequest, ListGroupsResponse),
         _spec(ApiKey.DESCRIBE_GROUPS, 0, 5, DescribeGroupsRequest, DescribeGroupsResponse),
         _spec(ApiKey.DELETE_GROUPS, 0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
+        _spec(ApiKey.DESCRIBE_ACLS, 0, 3, DescribeAclsRequest, DescribeAclsResponse),
+        _spec(ApiKey.CREATE_ACLS, 0, 3, CreateAclsRequest, CreateAclsResponse),
+        _spec(ApiKey.DELETE_ACLS, 0, 3, DeleteAclsRequest, DeleteAclsResponse),
+        _spec(ApiKey.SASL_HANDSHAKE, 0, 1, SaslHandshakeRequest, SaslHandshakeResponse),
+        _spec(ApiKey.SASL_AUTHENTICATE, 0, 2, SaslAuthenticateRequest, SaslAuthenticateResponse),
+        _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, DescribeUserScramCredentialsRequest,
+              DescribeUserScramCredentialsResponse),
+        _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, AlterUserScramCredentialsRequest,
+              AlterUserScramCredentialsResponse),
         # Inter-broker (ZooKeeper mode), advertised like a Kafka 3.4+ ZK broker does. ControlledShutdown
         # starts at v1: v0's request header has no client id, which decode_request does not parse.
         _spec(ApiKey.LEADER_AND_ISR, 0, 7, LeaderAndIsrRequest, LeaderAndIsrResponse),
@@ -209,6 +241,11 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any  # the kafka-python request object
+    # Who sent it, as the server fills it in per request: the connection's principal and "host:port".
+    principal: str = "User:ANONYMOUS"
+    client_address: str = ""
+    # What authorization checks refused while it was handled (audit records of the resources).
+    denied: list[Any] = field(default_factory=list)
 
     @property
     def api_key(self) -> int:

@@ -35,6 +35,7 @@ from headwater.controller.znodes import (
     snapshot_from_znodes,
 )
 from headwater.metadata import zk as znodes
+from headwater.metadata.image import BrokerEndpoint
 from headwater.metadata.zk import decode_log_dir_event
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import (
@@ -43,7 +44,7 @@ from headwater.protocol.interbroker import (
     UpdateMetadataRequest,
     leader_and_isr_request,
 )
-from headwater.server.channel import BrokerChannel, ChannelError, ChannelPool
+from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
 from headwater.server.zk import ControllerMovedError, ZooKeeper
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ class _Pending:
 
 class ControllerShell:
     def __init__(self, broker_id: int, zk: ZooKeeper, config: ControllerConfig, *,
-                 on_resigned: Callable[[], None], listener_name: str = "PLAINTEXT") -> None:
+                 on_resigned: Callable[[], None], listener_name: str = "PLAINTEXT",
+                 channel_security: ChannelSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.core = Controller(broker_id, config)
@@ -78,7 +80,7 @@ class ControllerShell:
         self._task: asyncio.Task[None] | None = None
         self._senders: dict[int, asyncio.Task[None]] = {}
         self._outboxes: dict[int, asyncio.Queue[fx.BrokerRequest]] = {}
-        self._channels = ChannelPool()
+        self._channels = ChannelPool(channel_security)
         self._rng = random.Random()
         self.active = False
         self._broker_change_queued = False
@@ -369,7 +371,8 @@ class ControllerShell:
 
     def _channel(self, broker_id: int) -> BrokerChannel:
         info = self.core.live_brokers[broker_id].info
-        return self._channels.get(broker_id, info.host, info.port, f"controller-{self.broker_id}")
+        host, port = info.address(self._listener) or (info.host, info.port)
+        return self._channels.get(broker_id, host, port, f"controller-{self.broker_id}")
 
     async def _send(self, broker_id: int, req: fx.BrokerRequest) -> None:
         channel = self._channel(broker_id)
@@ -437,8 +440,7 @@ class ControllerShell:
             return build(req)
         return await asyncio.to_thread(build, req)
 
-    @staticmethod
-    def _leader_and_isr(req: fx.LeaderAndIsrRequest) -> Any:
+    def _leader_and_isr(self, req: fx.LeaderAndIsrRequest) -> Any:
         return leader_and_isr_request(
             LEADER_AND_ISR_VERSION, controller_id=req.controller_id, controller_epoch=req.controller_epoch,
             broker_epoch=req.broker_epoch,
@@ -446,7 +448,8 @@ class ControllerShell:
                                         p.partition_epoch, p.replicas, p.adding_replicas, p.removing_replicas,
                                         p.is_new, p.leader_recovery_state) for p in req.partitions],
             topic_ids={p.topic: p.topic_id for p in req.partitions},
-            live_leaders=[(b.broker_id, b.host, b.port) for b in req.live_leaders],
+            # Kafka sends each leader's inter-broker endpoint here.
+            live_leaders=[(b.broker_id, *(b.address(self._listener) or (b.host, b.port))) for b in req.live_leaders],
         )
 
     def _update_metadata(self, req: fx.UpdateMetadataRequest) -> Any:
@@ -464,8 +467,9 @@ class ControllerShell:
                 P(partition_index=p.partition, controller_epoch=p.controller_epoch, leader=p.leader,
                   leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch, replicas=list(p.replicas),
                   offline_replicas=list(p.offline_replicas)) for p in ps]) for t, ps in by_topic.items()],
-            live_brokers=[B(id=b.broker_id, endpoints=[E(port=b.port, host=b.host, listener=self._listener,
-                                                         security_protocol=0)], rack=b.rack)
+            live_brokers=[B(id=b.broker_id, rack=b.rack, endpoints=[
+                E(port=e.port, host=e.host, listener=e.listener, security_protocol=znodes.SECURITY_PROTOCOL_IDS[e.security_protocol])
+                for e in (b.endpoints or (BrokerEndpoint(self._listener, b.host, b.port),))])
                           for b in req.live_brokers],
         )
 

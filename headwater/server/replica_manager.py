@@ -53,7 +53,7 @@ from headwater.replication.throttle import (
     record_all,
 )
 from headwater.replication.types import EpochEndOffset, HighWatermarkUpdate
-from headwater.server.channel import BrokerChannel, ChannelError, ChannelPool
+from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
 from headwater.storage import LogConfig, LogManager, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,7 @@ class ReplicaManager:
         broker_address: Callable[[int], tuple[str, int] | None],
         controller_id: Callable[[], int],
         broker_epoch: Callable[[], int],
+        channel_security: ChannelSecurity = PLAINTEXT,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
@@ -108,7 +109,7 @@ class ReplicaManager:
         self.controller_epoch = -1
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._fetch_wakeups: dict[int, asyncio.Event] = {}
-        self._channels = ChannelPool()
+        self._channels = ChannelPool(channel_security)
         self._alter_queue: dict[tuple[str, int], AlterPartitionProposal] = {}
         self._alter_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
