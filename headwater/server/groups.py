@@ -121,9 +121,10 @@ class GroupShell:
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        for fut in self._waiting.values():
-            if not fut.done():
-                fut.set_result(ErrorCode.NOT_COORDINATOR)
+        # Every waiting JoinGroup, SyncGroup and OffsetCommit gets NOT_COORDINATOR, as on a move.
+        for partition in list(self._led):
+            del self._led[partition]
+            self._apply(self.core.handle(ev.Unloaded(partition), _now_ms()))
         if self._controller_channel is not None:
             self._controller_channel.close()
 
