@@ -70,6 +70,10 @@ class Authenticator:
         self._plain_users: dict[str, dict[str, str]] = {}
         self._ssl: dict[str, ssl.SSLContext] = {}
         try:
+            size = config.props.get("sasl.server.max.receive.size", str(sasl.MAX_RECEIVE_BYTES))
+            if not size.isdigit():
+                raise ConfigError(f"sasl.server.max.receive.size={size!r} is not a positive integer")
+            self._max_receive_bytes = int(size)
             for listener in config.listeners:
                 if listener.uses_sasl:
                     self._mechanisms[listener.name] = sasl.enabled_mechanisms(config.props, listener.name)
@@ -119,7 +123,7 @@ class Authenticator:
                     conn.principal = principal
         if listener in self._mechanisms:
             conn.sasl = sasl.SaslSession(self._mechanisms[listener], self._plain_users[listener], self._scram_lookup)
-            conn.set_max_frame_bytes(min(sasl.MAX_RECEIVE_BYTES, self._config.socket_request_max_bytes))
+            conn.set_max_frame_bytes(min(self._max_receive_bytes, self._config.socket_request_max_bytes))
 
     def needs_gate(self, conn: Connection) -> bool:
         session = conn.sasl
