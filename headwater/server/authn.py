@@ -71,7 +71,7 @@ class Authenticator:
         self._ssl: dict[str, ssl.SSLContext] = {}
         try:
             size = config.props.get("sasl.server.max.receive.size", str(sasl.MAX_RECEIVE_BYTES))
-            if not size.isdigit():
+            if not size.isdigit() or int(size) == 0:
                 raise ConfigError(f"sasl.server.max.receive.size={size!r} is not a positive integer")
             self._max_receive_bytes = int(size)
             for listener in config.listeners:
