@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from headwater.admin.acls import Pattern, _producer_consumer, _resources
 from headwater.cli import main
 
 # Nothing listens here: every case must fail on its options, before any connection.
@@ -45,3 +46,14 @@ def test_operation_names_in_any_spelling_reach_the_connection() -> None:
         result = CliRunner().invoke(main, ["acls", "--bootstrap-server", NOWHERE, "--add", "--allow-principal",
                                            "User:broker", "--operation", spelling, "--cluster"])
         assert result.exit_code == 1 and "cannot connect" in result.output, result.output
+
+
+def test_consumer_convenience_plan() -> None:
+    # kafka-acls' --consumer: READ and DESCRIBE on each topic, READ on each group; with --producer too,
+    # the producer's operations on the topics are added.
+    resources = _resources(("t",), ("g",), False, (), "PREFIXED")
+    assert _producer_consumer(resources, False, True, False) == {
+        Pattern("TOPIC", "t", "PREFIXED"): ["READ", "DESCRIBE"], Pattern("GROUP", "g", "PREFIXED"): ["READ"]}
+    both = _producer_consumer(_resources(("t",), ("g",), False, (), "LITERAL"), True, True, False)
+    assert both[Pattern("TOPIC", "t", "LITERAL")] == ["WRITE", "DESCRIBE", "CREATE", "READ"]
+    assert both[Pattern("GROUP", "g", "LITERAL")] == ["READ"]
