@@ -538,7 +538,7 @@ class GroupShell:
         G = req.spec.response.DescribedGroup
         M = G.DescribedGroupMember
         groups = []
-        for g in (described[name] for name in dict.fromkeys(b.groups)):
+        for g in (described[name] for name in b.groups):  # a repeated id is answered each time, as before
             members = []
             for m in g.members:
                 mf: dict[str, Any] = dict(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
