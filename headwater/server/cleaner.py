@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping
 
 from headwater.protocol.errors import KafkaError
@@ -64,6 +65,9 @@ class LogCleanerService:
         # Logs whose cleaning failed: skipped until the broker restarts, as Kafka does, so one bad
         # log does not fail every run. A log that merely changed under the cleaner is not put here.
         self.uncleanable: set[tuple[str, int]] = set()
+        # The log each checkpoint entry belongs to. A log created after start-up (a new partition,
+        # a replica moved back) starts with no checkpoint, whatever an older log of that name left.
+        self._known: dict[tuple[str, int], weakref.ref[PartitionLog]] | None = None
 
     def figures(self) -> CleanerFigures:
         return CleanerFigures(self.bytes_read, self.bytes_written, self.runs, self.last_run_duration_s,
@@ -72,7 +76,7 @@ class LogCleanerService:
     def start(self) -> None:
         """After the logs are loaded; does nothing when ``log.cleaner.enable`` is false."""
         if self.enabled:
-            self._checkpoints = CleanerCheckpoints(self.logs.log_dirs)
+            self._init_checkpoints()
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -94,13 +98,24 @@ class LogCleanerService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.backoff_ms / 1000)
 
+    def _init_checkpoints(self) -> None:
+        """Read the checkpoint files; the logs open now are the ones their entries describe."""
+        self._checkpoints = CleanerCheckpoints(self.logs.log_dirs)
+        self._known = {(p.topic, p.partition): weakref.ref(p) for p in self.logs.all_logs()}
+
     def _candidates(self, now_ms: int) -> list[tuple[PartitionLog, Cleanable]]:
-        assert self._checkpoints is not None
+        assert self._checkpoints is not None and self._known is not None
         out = []
         for plog in self.logs.all_logs():
-            if plog.closed or not plog.config.compact or (plog.topic, plog.partition) in self.uncleanable:
-                continue
+            key = (plog.topic, plog.partition)
             log_dir = self.logs.log_dir_of(plog)
+            known = self._known.get(key)
+            if known is None or known() is not plog:
+                self._known[key] = weakref.ref(plog)
+                self._checkpoints.forget(log_dir, plog.topic, plog.partition)
+                self.uncleanable.discard(key)
+            if plog.closed or not plog.config.compact or key in self.uncleanable:
+                continue
             checkpoint = self._checkpoints.get(log_dir, plog.topic, plog.partition)
             if plog.truncated_to is not None:
                 # Kafka's maybeTruncateCheckpoint: what was written again after a truncation is dirty.
@@ -117,7 +132,7 @@ class LogCleanerService:
     async def clean_one(self) -> bool:
         """Clean the dirtiest log that needs it; False when none did (or the clean was abandoned)."""
         if self._checkpoints is None:
-            self._checkpoints = CleanerCheckpoints(self.logs.log_dirs)
+            self._init_checkpoints()
         picked = choose(self._candidates(self._clock_ms()))
         if picked is None:
             return False
@@ -150,6 +165,7 @@ class LogCleanerService:
                 read_before, written_before = plan.stats.bytes_read, plan.stats.bytes_written
             live = {(p.topic, p.partition) for p in self.logs.all_logs() if self.logs.log_dir_of(p) == self.logs.log_dir_of(plog)}
             mapped_end = next_checkpoint(plan, mapped_end)
+            assert self._checkpoints is not None
             await asyncio.to_thread(
                 self._checkpoints.update, self.logs.log_dir_of(plog), plog.topic, plog.partition, mapped_end, live
             )

@@ -541,6 +541,10 @@ class CleanerCheckpoints:
     def get(self, log_dir: Path, topic: str, partition: int) -> int | None:
         return self._offsets.get(log_dir, {}).get((topic, partition))
 
+    def forget(self, log_dir: Path, topic: str, partition: int) -> None:
+        """Drop an entry in memory (its log is new); the next ``update`` writes the file without it."""
+        self._offsets.get(log_dir, {}).pop((topic, partition), None)
+
     def lower(self, log_dir: Path, topic: str, partition: int, offset: int) -> None:
         """Move a checkpoint down in memory (after a truncation); the next ``update`` writes it."""
         entries = self._offsets.setdefault(log_dir, {})

@@ -12,7 +12,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from headwater.records.batch import HEADER_SIZE
 from headwater.server.cleaner import LogCleanerService
 from headwater.storage import LogConfig, LogManager, PartitionLog
-from headwater.storage.checkpoint import read_offsets
+from headwater.storage.checkpoint import read_offsets, write_offsets
 from headwater.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
 
 COMPACT = LogConfig(segment_bytes=1_000, cleanup_policy="compact", file_delete_delay_ms=0)
@@ -112,4 +112,31 @@ def test_truncation_below_the_checkpoint_makes_the_rewritten_part_dirty(tmp_path
         pos += 12 + length
     assert keys.count(b"x") == 1  # without lowering the checkpoint all five stayed
     assert sorted(keys) == sorted(set(keys))
+    manager.close()
+
+
+def test_a_new_log_ignores_the_checkpoint_an_older_log_of_its_name_left(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
+    manager.load()
+    write_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT, {("c", 0): 50})  # from a deleted topic "c"
+    service = LogCleanerService(manager, {}, lambda: 10_000)
+
+    async def run() -> int:
+        service.start()  # its task first runs at the first await below
+        plog = manager.get_or_create("c", 0, COMPACT)  # created again after start-up
+        fill(plog, 60)
+        try:
+            for _ in range(200):
+                if service.runs:
+                    break
+                await asyncio.sleep(0.05)
+            return service.runs
+        finally:
+            await service.stop()
+
+    assert asyncio.run(run()) == 1
+    plog = manager.get("c", 0)
+    assert plog is not None
+    keys = [h.record_count for seg in plog.segments[:-1] for _, h in seg.iter_headers()]
+    assert sum(keys) <= 4  # cleaned from offset 0, not from the stale 50
     manager.close()
