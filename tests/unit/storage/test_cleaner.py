@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from _cleaner_support import keyed_batch, latest_per_key, read_all
 from conftest import FakeClock
+from kafka.record.default_records import DefaultRecordBatch
 
 from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.records.batch import iter_batches, parse_header
@@ -393,3 +394,17 @@ def test_file_slices_taken_before_a_clean_stay_readable(open_log: OpenLog, clock
     clock.now_ms += 60_000
     assert plog.delete_expired_files(clock()) > 0
     assert not any(p.name.endswith(".deleted") for p in plog.directory.iterdir())
+
+
+def test_record_walk_matches_kafka_python_for_all_varint_widths() -> None:
+    rng = random.Random(3)
+    records: list[tuple[bytes | None, bytes | None]] = []
+    for i in range(300):  # offset deltas up to 299: one and two byte varints
+        key = None if i % 17 == 0 else b"k" * rng.choice([1, 63, 64, 200, 9_000])
+        value = None if i % 11 == 0 else b"v" * rng.choice([0, 1, 62, 63, 64, 8_191, 8_192, 70_000])
+        records.append((key, value))
+    data = keyed_batch(records)
+    header = parse_header(data)
+    walked = [(r.offset_delta, r.key, r.has_value) for r in iter_records(batch_records(data, header), header.record_count)]
+    expected = [(r.offset, r.key, r.value is not None) for r in DefaultRecordBatch(bytes(data))]
+    assert walked == expected
