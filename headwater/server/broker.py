@@ -31,6 +31,7 @@ from headwater.metadata.configs import (
     effective_topic_config,
     validate_broker_config,
     validate_topic_config,
+    validate_topic_configs,
 )
 from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
 from headwater.protocol.apis import (
@@ -980,8 +981,7 @@ class Broker:
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        for key, value in configs.items():
-            validate_topic_config(key, value)
+        validate_topic_configs(configs)
         if validate_only:
             return
         if self.cluster is not None:

@@ -252,11 +252,13 @@ def test_cleaner_configs_flow_to_the_log(broker: BrokerProcess, topic_name: Call
     assert (configs["min.compaction.lag.ms"].value, configs["max.compaction.lag.ms"].value) == ("100", "600000")
     assert _produce_keyless(broker.bootstrap, topic) is None  # no longer compacted: keys are optional
 
-    bad = ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry("min.cleanable.dirty.ratio", "1.5", incremental_operation=AlterConfigOpType.SET)])
-    with pytest.raises(KafkaException) as e:
-        admin.incremental_alter_configs([bad])[bad].result(timeout=15)
-    assert e.value.args[0].code() == KafkaError.INVALID_CONFIG
+    for name, value in (("min.cleanable.dirty.ratio", "1.5"), ("min.compaction.lag.ms", "700000")):
+        bad = ConfigResource("topic", topic, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException) as e:
+            admin.incremental_alter_configs([bad])[bad].result(timeout=15)
+        assert e.value.args[0].code() == KafkaError.INVALID_CONFIG, name  # the second: above max.compaction.lag.ms
+    assert _describe(admin, topic)["min.compaction.lag.ms"].value == "100"
     # The legacy AlterConfigs replaces the whole set.
     legacy = ConfigResource("topic", topic, set_config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.2"})
     admin.alter_configs([legacy])[legacy].result(timeout=15)

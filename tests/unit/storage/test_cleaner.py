@@ -11,6 +11,7 @@ from _cleaner_support import keyed_batch, latest_per_key, read_all
 from conftest import FakeClock
 from kafka.record.default_records import DefaultRecordBatch
 
+from headwater.metadata.configs import validate_topic_configs
 from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.records.batch import iter_batches, parse_header
 from headwater.records.records import batch_records, iter_records
@@ -408,3 +409,14 @@ def test_record_walk_matches_kafka_python_for_all_varint_widths() -> None:
     walked = [(r.offset_delta, r.key, r.has_value) for r in iter_records(batch_records(data, header), header.record_count)]
     expected = [(r.offset, r.key, r.value is not None) for r in DefaultRecordBatch(bytes(data))]
     assert walked == expected
+
+
+def test_topic_config_validation_of_cleaner_keys() -> None:
+    validate_topic_configs({"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.3",
+                            "min.compaction.lag.ms": "10", "max.compaction.lag.ms": "10"})
+    for bad in ({"cleanup.policy": "compact,shred"}, {"min.cleanable.dirty.ratio": "1.5"},
+                {"delete.retention.ms": "-1"}, {"max.compaction.lag.ms": "0"},
+                {"min.compaction.lag.ms": "11", "max.compaction.lag.ms": "10"}):
+        with pytest.raises(KafkaError) as e:
+            validate_topic_configs(bad)
+        assert e.value.code == ErrorCode.INVALID_CONFIG, bad
