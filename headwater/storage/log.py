@@ -436,7 +436,7 @@ class PartitionLog:
             return False
         if seg.size_bytes + size > self.config.segment_bytes:
             return True
-        if seg.rolling_base_ms is not None and now_ms - seg.rolling_base_ms > self.config.segment_ms:
+        if seg.rolling_base_ms is not None and now_ms - seg.rolling_base_ms > self.config.max_segment_ms:
             return True
         return last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
 

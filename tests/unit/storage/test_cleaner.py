@@ -420,3 +420,13 @@ def test_topic_config_validation_of_cleaner_keys() -> None:
         with pytest.raises(KafkaError) as e:
             validate_topic_configs(bad)
         assert e.value.code == ErrorCode.INVALID_CONFIG, bad
+
+
+def test_max_compaction_lag_rolls_the_active_segment(open_log: OpenLog) -> None:
+    plog = open_log(small(segment_bytes=1 << 20, max_compaction_lag_ms=1_000))
+    plog.append_as_leader(keyed_batch([(b"k", b"1")]), 0, 10_000)
+    plog.append_as_leader(keyed_batch([(b"k", b"2")]), 0, 10_500)
+    assert len(plog.segments) == 1
+    plog.append_as_leader(keyed_batch([(b"k", b"3")]), 0, 11_001)  # the active segment is older than 1 s
+    assert len(plog.segments) == 2
+    assert LogConfig(segment_ms=5_000, max_compaction_lag_ms=1_000).max_segment_ms == 5_000  # not compacted
