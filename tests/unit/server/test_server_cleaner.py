@@ -140,3 +140,28 @@ def test_a_new_log_ignores_the_checkpoint_an_older_log_of_its_name_left(tmp_path
     keys = [h.record_count for seg in plog.segments[:-1] for _, h in seg.iter_headers()]
     assert sum(keys) <= 4  # cleaned from offset 0, not from the stale 50
     manager.close()
+
+
+def test_stop_during_a_clean_leaves_the_log_as_it_was(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
+    manager.load()
+    plog = manager.get_or_create("c", 0, COMPACT)
+    fill(plog, 400)
+    plog.roll()
+    plog.high_watermark = plog.log_end_offset
+    before = plog.read(0, 1 << 20).read()
+    service = LogCleanerService(manager, {}, lambda: 10_000)
+
+    async def run() -> bool:
+        service.start()
+        await asyncio.sleep(0)  # the task takes its plan and hands the map to the worker thread
+        started = service.in_progress
+        await service.stop()
+        return started
+
+    assert asyncio.run(run()), "the clean had not started"
+    assert service.runs == 0 and not service.in_progress and not service.uncleanable
+    assert not [p for p in plog.directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert plog.read(0, 1 << 20).read() == before
+    assert not (tmp_path / CLEANER_OFFSET_CHECKPOINT).exists()
+    manager.close()
