@@ -39,6 +39,7 @@ from headwater.storage.cleaner import (
     plan_still_valid,
     write_group,
 )
+from headwater.storage.files import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +157,10 @@ class LogCleanerService:
                 if self.logs.get(plog.topic, plog.partition) is not plog or plog.closed:
                     discard_group_files(plan.directory, base)
                     raise CleanerAborted(f"{plog.topic}-{plog.partition} went away during cleaning")
-                if plog.replace_segments([r.segment for r in group], [r.size_bytes for r in group], base):
+                if plog.replace_segments([r.segment for r in group], [r.size_bytes for r in group], base,
+                                         sync_dir=False):
                     plan.stats.segments_replaced += len(group)
+                    await asyncio.to_thread(fsync_dir, plan.directory)  # an fsync may take long: not on the loop
                 else:
                     plan.stats.groups_refused += 1
                 self.bytes_read += plan.stats.bytes_read - read_before
