@@ -64,7 +64,7 @@ READ_CHUNK_BYTES = 4 << 20
 # The cleaner's thread lets go of the GIL after this many records. Otherwise Python hands the GIL to
 # the waiting event loop only every 5 ms (sys.getswitchinterval), and on a busy machine the loop then
 # also waits for a CPU. On a shared 2-core machine (load average 9 to 11) the 99th percentile lateness
-# of a 1 ms timer on the loop during a clean was 37-160 ms without this and 5-27 ms with it, idle
+# of a 1 ms timer on the loop during a clean was 37-160 ms without this and 4.5-27 ms with it, idle
 # 2-5 ms (benchmarks/cleaner_throughput.py, loop_stall_ms; noisy, several runs each).
 YIELD_EVERY_RECORDS = 256
 NO_HORIZON_MS = -(1 << 63)  # nothing is clean yet: every tombstone stays
