@@ -19,6 +19,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from headwater.protocol.errors import KafkaError
 from headwater.server.metrics import CleanerFigures
@@ -44,6 +45,7 @@ from headwater.storage.files import fsync_dir
 log = logging.getLogger(__name__)
 
 DEFAULT_BACKOFF_MS = 15_000
+T = TypeVar("T")
 
 
 class LogCleanerService:
@@ -130,6 +132,19 @@ class LogCleanerService:
                 log.warning("cleaner skips %s-%d: %s", plog.topic, plog.partition, exc)
         return out
 
+    @staticmethod
+    async def _in_thread(plan: CleanPlan, fn: Callable[..., T], *args: object) -> T:
+        """Run ``fn`` on a worker thread. If this task is cancelled meanwhile, the thread is told to
+        stop and waited for, so it never works on after the plan's descriptors are closed."""
+        future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            plan.abort.set()
+            with contextlib.suppress(BaseException):
+                await future
+            raise
+
     async def clean_one(self) -> bool:
         """Clean the dirtiest log that needs it; False when none did (or the clean was abandoned)."""
         if self._checkpoints is None:
@@ -146,11 +161,11 @@ class LogCleanerService:
         started = time.monotonic()
         read_before = written_before = 0
         try:
-            offset_map, mapped_end = await asyncio.to_thread(build_offset_map, plan)
+            offset_map, mapped_end = await self._in_thread(plan, build_offset_map, plan)
             for group in group_segments(plan.segments, mapped_end, plan.segment_bytes):
                 base = group[0].base_offset
                 try:
-                    await asyncio.to_thread(write_group, plan, group, offset_map)
+                    await self._in_thread(plan, write_group, plan, group, offset_map)
                 except BaseException:
                     discard_group_files(plan.directory, base)
                     raise

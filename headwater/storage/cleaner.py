@@ -482,6 +482,7 @@ def write_group(plan: CleanPlan, group: list[SegmentRef], offset_map: OffsetMap,
     finally:
         out.close()
     step("cleaned-synced")
+    plan.check_abort()  # the rename to .swap commits the group: not once the broker asked to stop
     for path in segment_files(directory, base, CLEANED_SUFFIX):
         os.replace(path, path.with_name(path.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
         step(f"renamed-{path.name}")

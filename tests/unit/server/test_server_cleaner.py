@@ -4,6 +4,7 @@ thread, writes the checkpoint, counts its figures, and gives up on a log it cann
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 
@@ -164,4 +165,30 @@ def test_stop_during_a_clean_leaves_the_log_as_it_was(tmp_path: Path) -> None:
     assert not [p for p in plog.directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
     assert plog.read(0, 1 << 20).read() == before
     assert not (tmp_path / CLEANER_OFFSET_CHECKPOINT).exists()
+    manager.close()
+
+
+def test_cancelling_the_cleaner_task_waits_for_its_thread(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
+    manager.load()
+    plog = manager.get_or_create("c", 0, COMPACT)
+    fill(plog, 400)
+    plog.roll()
+    plog.high_watermark = plog.log_end_offset
+    before = plog.read(0, 1 << 20).read()
+    service = LogCleanerService(manager, {}, lambda: 10_000)
+
+    async def run() -> None:
+        service.start()
+        await asyncio.sleep(0)
+        task = service._task
+        assert task is not None and service.in_progress
+        task.cancel()  # as asyncio.run does to tasks left at shutdown
+        with contextlib.suppress(asyncio.CancelledError):
+            await task  # returns only after the worker thread stopped (nothing left behind below)
+
+    asyncio.run(run())
+    assert not service.in_progress and service.runs == 0
+    assert not [p for p in plog.directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert plog.read(0, 1 << 20).read() == before
     manager.close()
