@@ -26,9 +26,9 @@ Cleaning (pure functions over batches: ``OffsetMap``, ``map_batch``, ``filter_ba
 3. record the end of the mapped part as the log's new checkpoint.
 
 Files (``write_group``, ``PartitionLog.replace_segments``, ``swap.py``): each group is written as
-``.cleaned`` files, fsynced, renamed ``.swap`` (the commit point), then swapped in by the log on
-its own thread. The cleaner reads the old segments through descriptors of its own, opened when the
-plan is made, so the log may close or rename them meanwhile.
+``.cleaned`` files, fsynced, renamed ``.swap`` (the commit point), then swapped in by the log
+(``replace_segments``, on the event loop). The cleaner reads the old segments through descriptors
+of its own, opened when the plan is made, so the log may close or rename them meanwhile.
 
 Threads: ``plan_clean`` and ``PartitionLog.replace_segments`` run where the log's other methods
 run (the event loop); ``build_offset_map`` and ``write_group`` touch only the plan's descriptors
