@@ -874,6 +874,8 @@ class Broker:
                 code, low = ErrorCode.NONE, -1
                 try:
                     plog = self._leader(t.name, p.partition_index).plog
+                    if not plog.config.delete:  # Kafka: a compact-only topic keeps every latest value
+                        raise KafkaError(ErrorCode.POLICY_VIOLATION)
                     target = plog.high_watermark if p.offset == -1 else p.offset
                     if target < 0 or target > plog.high_watermark:
                         raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)

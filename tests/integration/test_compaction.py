@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from hw_support import consume_partitions, create_topic, wait_until, watermarks
 from kafka import KafkaConsumer, TopicPartition
@@ -266,3 +267,9 @@ def test_cleaner_configs_flow_to_the_log(broker: BrokerProcess, topic_name: Call
     assert (configs["cleanup.policy"].value, configs["min.cleanable.dirty.ratio"].value) == ("compact", "0.2")
     assert configs["delete.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     assert _produce_keyless(broker.bootstrap, topic) == KafkaError.INVALID_RECORD
+    # DeleteRecords needs "delete" in the policy, as in Kafka.
+    produce(broker.bootstrap, topic, [(b"k", b"v")], "none")
+    tp = ConfluentTopicPartition(topic, 0, 1)
+    with pytest.raises(KafkaException) as e:
+        admin.delete_records([tp])[tp].result(timeout=15)
+    assert e.value.args[0].code() == KafkaError.POLICY_VIOLATION
