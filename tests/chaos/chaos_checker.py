@@ -62,7 +62,8 @@ class Incarnation:
 
     generation: int
     created: str = "unknown"  # "ok" once the create was acknowledged or the topic was seen in ZooKeeper
-    deleted: str = "none"  # "none" (never asked), "ok", "error" or "unknown" (no answer)
+    # "none" (never asked), "ok", "error", "unknown" (no answer), or "vanished" (gone, never asked)
+    deleted: str = "none"
     acks: list[tuple[int, int, str]] = field(default_factory=list)  # (partition, offset, value)
 
 
@@ -308,6 +309,9 @@ def _check_churn(history: History, final: FinalState, v: dict[str, list[str]]) -
         if end is None or not lives:
             continue
         last = lives[-1]
+        for life in lives:
+            if life.deleted == "vanished":
+                v["churn"].append(f"topic {name} (incarnation {life.generation}) vanished without a delete")
         if not end.exists:
             for path in end.leftover_znodes:
                 v["churn"].append(f"topic {name} is gone but znode {path} is left")

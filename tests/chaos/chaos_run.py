@@ -319,7 +319,9 @@ def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], N
                 reassigner.stop()
                 if not _wait_no_reassignment(cluster, 90):
                     liveness.append("reassignments still running 90 s after the workload stopped")
-                reassigner.clear_throttles()
+                error = reassigner.clear_throttles()
+                if error:
+                    liveness.append(f"could not clear the reassignment throttles: {error}")
                 topic_config = cluster.zk_json(f"/config/topics/{TOPIC}")
                 left = [k for k in (topic_config[0].get("config", {}) if topic_config else {}) if "throttled" in k]
                 if left:

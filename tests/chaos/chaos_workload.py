@@ -352,12 +352,19 @@ class ReassignmentWorkload:
         self.throttled = False
         self.history.events.append("reassign: throttles cleared, nothing moving")
 
-    def clear_throttles(self) -> None:
-        """After the workload stopped and the moves finished (the run waits for that)."""
-        if not self.throttled:
-            return
-        with AdminClient(self.bootstrap, timeout_s=10) as client:
-            self._clear(Cluster(client))
+    def clear_throttles(self, attempts: int = 5) -> str | None:
+        """After the workload stopped and the moves finished (the run waits for that); returns the last
+        error if every attempt failed (a broker that has just come back may not answer at once)."""
+        error = None
+        for _ in range(attempts if self.throttled else 0):
+            try:
+                with AdminClient(self.bootstrap, timeout_s=10) as client:
+                    self._clear(Cluster(client))
+                return None
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                time.sleep(2)
+        return error
 
     def _new_target(self, current: tuple[int, ...]) -> tuple[int, ...]:
         choices = [t for t in itertools.permutations(self.broker_ids, REPLICATION_FACTOR) if set(t) != set(current)]
@@ -435,6 +442,9 @@ class ChurnWorkload:
         exists = self._zk.exists(f"/brokers/topics/{name}") is not None
         last = lives[-1] if lives else None
         if not exists:
+            if last is not None and last.created == "ok" and last.deleted == "none":
+                last.deleted = "vanished"  # created and never deleted, yet gone: the checker reports it
+                self.history.events.append(f"churn {name} #{last.generation}: gone without a delete")
             if last is None or last.created == "ok":
                 last = Incarnation(len(lives) + 1)
                 lives.append(last)

@@ -85,6 +85,13 @@ def test_topic_gone_without_a_delete_and_topic_kept_after_an_acknowledged_delete
     text = str(verdict)
     assert "churn-1 (incarnation 1) vanished without a delete" in text
     assert "churn-0 (incarnation 2) still exists after its delete was acknowledged" in text
+    # Seen gone in the middle of the run, recreated since: still reported.
+    h, f = clean()
+    h.churn["churn-0"][0].deleted = "vanished"
+    verdict = check(h, f)
+    assert set(verdict.violations) == {"churn"}, str(verdict)
+    assert "churn-0 (incarnation 1) vanished without a delete" in str(verdict)
+    h, f = clean()
     # A delete whose answer was lost allows either end.
     h.churn["churn-1"][0].deleted = "unknown"
     h.churn["churn-0"][1].deleted = "unknown"
