@@ -336,6 +336,9 @@ class ReassignmentWorkload:
         """What ``headwater reassign --execute --throttle`` writes before it starts a move: the topic's
         leader and follower throttled replicas (every moving partition's sources and destinations) and
         the rate on every broker involved."""
+        # Before the first write: if a later one fails (a broker cut off), what was written still
+        # has to be cleared.
+        self.throttled = True
         moves = move_map(moving, assignments, {tp: list(target)})
         for topic, (leader, follower) in sorted(throttled_replicas(moves).items()):
             cluster.alter_configs(RESOURCE_TOPIC, topic, [(LEADER_THROTTLED_REPLICAS, OP_SET, leader),
@@ -343,7 +346,6 @@ class ReassignmentWorkload:
         for b in sorted({b for s, d in moves.values() for b in (*s, *d)}):
             cluster.alter_configs(RESOURCE_BROKER, str(b), [("leader.replication.throttled.rate", OP_SET, str(rate)),
                                                            ("follower.replication.throttled.rate", OP_SET, str(rate))])
-        self.throttled = True
 
     def _clear(self, cluster: Cluster) -> None:
         """What ``headwater reassign --verify`` does once nothing moves: every throttle config deleted."""
