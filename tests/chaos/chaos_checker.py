@@ -36,8 +36,16 @@ from dataclasses import dataclass, field
 MAX_LISTED = 8  # per kind of violation: enough to see the pattern, short enough to read
 
 
+UNKNOWN_OFFSET = -1  # an acknowledgement without an offset (see ``Ack``)
+
+
 @dataclass(frozen=True)
 class Ack:
+    """A successful delivery report. Its offset is ``UNKNOWN_OFFSET`` when the idempotent client
+    inferred the delivery: a request's answer was lost, but a later batch of the same producer was
+    accepted, which the broker only does with every earlier sequence number in the log (librdkafka
+    then reports the earlier messages delivered, without an offset)."""
+
     partition: int
     offset: int
     seq: int
@@ -161,6 +169,12 @@ def check(history: History, final: FinalState) -> Verdict:
     # lost: an acknowledged record must be exactly where the acknowledgement said.
     acked_where: dict[int, tuple[int, int]] = {}
     for a in history.acks:
+        if a.offset == UNKNOWN_OFFSET:
+            # Not at a known offset, but it must be in the partition it went to (once: see duplicate).
+            if not any(p == a.partition for p, _ in where_of.get(a.seq, ())):
+                v["lost"].append(f"message {a.seq} acknowledged on partition {a.partition} (offset not reported) "
+                                 "is not in that partition")
+            continue
         if a.seq in acked_where and acked_where[a.seq] != (a.partition, a.offset):
             v["duplicate"].append(f"message {a.seq} acknowledged twice, at {_po(*acked_where[a.seq])} and {_po(a.partition, a.offset)}")
         acked_where[a.seq] = (a.partition, a.offset)
@@ -334,6 +348,11 @@ def _check_churn(history: History, final: FinalState, v: dict[str, list[str]]) -
                                       f"{_po(p, offset)}: not written to this incarnation")
         at = {(p, o): val for p, records in end.records.items() for o, val in records}
         for p, offset, value in last.acks:
+            if offset == UNKNOWN_OFFSET:
+                if value not in {val for o, val in end.records.get(p, [])}:
+                    v["lost"].append(f"topic {name}: {value!r} acknowledged on partition {p} (offset not reported) "
+                                     "is not in that partition")
+                continue
             found = at.get((p, offset))
             if found != value:
                 v["lost"].append(f"topic {name}: {value!r} acknowledged at {_po(p, offset)} is "

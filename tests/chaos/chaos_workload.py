@@ -28,7 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos_checker import Ack, BatchInfo, ChurnFinal, History, Incarnation, Reassignment, ReplicaLog
+from chaos_checker import (
+    UNKNOWN_OFFSET,
+    Ack,
+    BatchInfo,
+    ChurnFinal,
+    History,
+    Incarnation,
+    Reassignment,
+    ReplicaLog,
+)
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.protocol.admin import DeleteTopicsRequest
 from kazoo.client import KazooClient
@@ -97,7 +106,8 @@ class ProducerWorkload:
                 self.history.errors.append((seq, str(err)))
             else:
                 self.history.acked_at[seq] = time.monotonic()
-                self.history.acks.append(Ack(msg.partition(), msg.offset(), seq))
+                offset = msg.offset()
+                self.history.acks.append(Ack(msg.partition(), UNKNOWN_OFFSET if offset is None or offset < 0 else offset, seq))
 
     def start(self) -> ProducerWorkload:
         self._thread.start()
@@ -500,7 +510,8 @@ class ChurnWorkload:
 
             def delivered(err: KafkaError | None, msg: Any, value: str = value) -> None:
                 if err is None:
-                    life.acks.append((msg.partition(), msg.offset(), value))
+                    offset = msg.offset()
+                    life.acks.append((msg.partition(), UNKNOWN_OFFSET if offset is None or offset < 0 else offset, value))
 
             self.producer.produce(name, value=value.encode(), partition=i % self.PARTITIONS, on_delivery=delivered)
         t0, before = time.monotonic(), len(life.acks)
