@@ -7,8 +7,10 @@ ONE fault, chosen and timed by the seed. The producer records when each record w
 when its acknowledgement arrived; a fault's window runs from the moment it was injected to the first
 acknowledgement of a record sent after that moment, on each affected partition (the longest over
 them): for a fault on a partition's leader, that partition; on the controller, the partitions it
-leads; for ``loss``, every partition the victim leads. A fault that hit no partition, or after which
-nothing was acknowledged, is counted as unmeasured. The checker runs too: a violation is reported.
+leads; for ``loss``, every partition the victim leads. A fault that hit no partition (``no_partition``),
+or after which nothing was acknowledged (``no_ack``), is counted apart. The window starts once the
+fault is in place (network rules go into several namespaces one after the other, tens of ms). The
+checker runs too: a failed run is listed.
 
 Faults last 3-9 s (the seed picks); a fault that leaves the leader in place (``leader-followers``,
 ``one-way``, ``loss``) can keep its partition unavailable until it is healed, so those windows
@@ -18,7 +20,7 @@ include the fault's own length.
     .venv/bin/python benchmarks/unavailability.py --from results.jsonl   # CHAOS_JSON=results.jsonl make chaos
 
 Needs root (network namespaces, nftables). Prints ONE JSON line: per nemesis p50_ms, p99_ms, faults
-(measured), unmeasured; the seeds; runs and failed runs.
+(measured), no_partition, no_ack; the seeds; runs and failed runs.
 """
 
 from __future__ import annotations

@@ -117,7 +117,10 @@ def test_unavailability_window_counts_from_the_fault_to_the_first_ack_of_a_later
 def test_summary_gives_p50_and_p99_per_nemesis() -> None:
     assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.5) == 3.0
     assert percentile([float(x) for x in range(1, 101)], 0.99) == 99.0
-    rows = summarize_windows([{"nemesis": "pause", "window_ms": 100.0}, {"nemesis": "pause", "window_ms": 300.0},
-                              {"nemesis": "pause", "window_ms": None}, {"nemesis": "kill", "window_ms": 50.0}])
-    assert rows == {"kill": {"p50_ms": 50.0, "p99_ms": 50.0, "faults": 1, "unmeasured": 0},
-                    "pause": {"p50_ms": 100.0, "p99_ms": 300.0, "faults": 2, "unmeasured": 1}}
+    rows = summarize_windows([{"nemesis": "pause", "partitions": [0], "window_ms": 100.0},
+                              {"nemesis": "pause", "partitions": [1], "window_ms": 300.0},
+                              {"nemesis": "pause", "partitions": [], "window_ms": None},
+                              {"nemesis": "pause", "partitions": [2], "window_ms": None},
+                              {"nemesis": "kill", "partitions": [0], "window_ms": 50.0}])
+    assert rows == {"kill": {"p50_ms": 50.0, "p99_ms": 50.0, "faults": 1, "no_partition": 0, "no_ack": 0},
+                    "pause": {"p50_ms": 100.0, "p99_ms": 300.0, "faults": 2, "no_partition": 1, "no_ack": 1}}
