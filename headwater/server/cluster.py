@@ -21,7 +21,13 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 from headwater.controller import effects as fx
 from headwater.controller import events as ev
@@ -47,6 +53,7 @@ LEADER_DURING_DELETE = -2
 CONTROLLED_SHUTDOWN_RETRIES = 3
 CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 LEADER_AND_ISR_YIELD_EVERY = 200
+ELECTION_RETRY_S = 0.5  # after a controller election failed on a lost ZooKeeper connection
 
 
 class ClusterMember:
@@ -188,7 +195,7 @@ class ClusterMember:
             return
         self._electing = True
         try:
-            won = await self.zk.elect_controller(self.broker_id, int(time.time() * 1000))
+            won = await self._elect_once()
             if won is None:
                 return
             cfg = self.broker.config
@@ -203,6 +210,37 @@ class ClusterMember:
             await shell.start(*won)
         finally:
             self._electing = False
+
+    async def _elect_once(self) -> tuple[int, int] | None:
+        """Try to win /controller, until it is won or held by another session.
+
+        A controller that resigns because a ZooKeeper request failed on a lost connection (not an
+        expired session) still holds /controller through its live session: no other broker's watch
+        fires, and its own attempt to win finds the node taken. Kafka deletes /controller when it
+        resigns so that an election follows; here the resigned broker deletes it when it finds it
+        held by its own session with no controller running, and stands again. Requests that fail
+        while kazoo reconnects are retried; after an expired session, re-registration comes back here.
+        """
+        assert self.zk is not None
+        while not self._stopping and self.shell is None:
+            try:
+                won = await self.zk.elect_controller(self.broker_id, int(time.time() * 1000))
+                if won is not None:
+                    return won
+                holder = await self.zk.get(PATHS.CONTROLLER)
+                if holder is None or holder[1].ephemeralOwner != self.zk.session_id:
+                    return None
+                log.warning("broker %d: /controller is held by this broker's session with no controller "
+                            "running (it resigned on a lost connection); releasing it", self.broker_id)
+                with contextlib.suppress(NoNodeError, BadVersionError):
+                    await self.zk.delete(PATHS.CONTROLLER, holder[1].version)
+            except SessionExpiredError:
+                return None  # re-registration watches /controller again, which brings us back here
+            except ConnectionLoss:
+                log.info("broker %d: controller election interrupted by a lost connection; trying again",
+                         self.broker_id)
+                await asyncio.sleep(ELECTION_RETRY_S)
+        return None
 
     def _resigned(self) -> None:
         log.info("broker %d is no longer the controller", self.broker_id)

@@ -19,7 +19,12 @@ Checks:
   leaders accepting writes in one epoch), epochs never go back within a replica's log, and ZooKeeper
   never named two leaders for one leader epoch;
 * reassignments: each ended at its target or, after a cancel, at its original set, with nothing left
-  adding or removing.
+  adding or removing;
+* churn (the topic create/delete workload): a topic whose deletion was acknowledged is gone, with no
+  znode and no partition directory on any broker; a topic that still exists holds every record
+  acknowledged on its current incarnation, where acknowledged, and nothing of an earlier incarnation
+  of its name (a recreated topic starts empty); a created topic never vanishes without a delete.
+  Records acknowledged on an incarnation that was later deleted are not "lost".
 """
 
 from __future__ import annotations
@@ -31,8 +36,16 @@ from dataclasses import dataclass, field
 MAX_LISTED = 8  # per kind of violation: enough to see the pattern, short enough to read
 
 
+UNKNOWN_OFFSET = -1  # an acknowledgement without an offset (see ``Ack``)
+
+
 @dataclass(frozen=True)
 class Ack:
+    """A successful delivery report. Its offset is ``UNKNOWN_OFFSET`` when the idempotent client
+    inferred the delivery: a request's answer was lost, but a later batch of the same producer was
+    accepted, which the broker only does with every earlier sequence number in the log (librdkafka
+    then reports the earlier messages delivered, without an offset)."""
+
     partition: int
     offset: int
     seq: int
@@ -52,6 +65,28 @@ class Reassignment:
 
 
 @dataclass
+class Incarnation:
+    """One life of a churn topic name: created, written to, deleted (records carry ``name/generation/i``)."""
+
+    generation: int
+    created: str = "unknown"  # "ok" once the create was acknowledged or the topic was seen in ZooKeeper
+    # "none" (never asked), "ok", "error", "unknown" (no answer), or "vanished" (gone, never asked)
+    deleted: str = "none"
+    acks: list[tuple[int, int, str]] = field(default_factory=list)  # (partition, offset, value)
+
+
+@dataclass
+class ChurnFinal:
+    """A churn topic name at the end: its znodes, its records and its partition directories."""
+
+    exists: bool  # /brokers/topics/<name>
+    leftover_znodes: list[str]  # /config/topics/<name>, /admin/delete_topics/<name> of a topic that is gone
+    assignment: dict[int, tuple[int, ...]]  # partition -> replicas, when it exists
+    records: dict[int, list[tuple[int, str]]]  # partition -> [(offset, value)] below the high watermark
+    partition_dirs: dict[int, list[str]]  # broker -> live (not "-delete") partition directories of the name
+
+
+@dataclass
 class History:
     seed: int
     nemesis: str
@@ -62,6 +97,9 @@ class History:
     reassignments: dict[int, Reassignment] = field(default_factory=dict)  # partition -> last request
     leaders_seen: set[tuple[int, int, int]] = field(default_factory=set)  # (partition, leader epoch, leader)
     events: list[str] = field(default_factory=list)  # what the nemesis did, for the verdict
+    sent_at: dict[int, float] = field(default_factory=dict)  # seq -> time.monotonic() when handed to the producer
+    acked_at: dict[int, float] = field(default_factory=dict)  # seq -> time.monotonic() when its acknowledgement came
+    churn: dict[str, list[Incarnation]] = field(default_factory=dict)  # topic name -> its incarnations in order
 
 
 @dataclass(frozen=True)
@@ -86,6 +124,7 @@ class FinalState:
     assignment: dict[int, tuple[int, ...]]  # partition -> final replicas
     replicas: dict[int, dict[int, ReplicaLog]]  # partition -> broker -> its log
     ongoing: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # p -> (adding, removing)
+    churn: dict[str, ChurnFinal] = field(default_factory=dict)  # churn topic name -> its final state
 
 
 @dataclass
@@ -104,7 +143,8 @@ class Verdict:
         head = (f"chaos nemesis={self.nemesis} seed={self.seed}: "
                 f"{s['sent']} sent, {s['acked']} acknowledged, {s['errors']} failed, "
                 f"{s['consumed']} read back, {s['batches_compared']} batches compared over {s['replicas']} replicas, "
-                f"{s['reassignments']} reassigned partitions checked")
+                f"{s['reassignments']} reassigned partitions checked"
+                + (f", {s['churn_incarnations']} churn topic incarnations" if s.get("churn_incarnations") else ""))
         if self.ok:
             return f"{head}\n  OK: no violation"
         lines = [head, f"  VIOLATIONS ({sum(len(v) for v in self.violations.values())}):"]
@@ -129,6 +169,12 @@ def check(history: History, final: FinalState) -> Verdict:
     # lost: an acknowledged record must be exactly where the acknowledgement said.
     acked_where: dict[int, tuple[int, int]] = {}
     for a in history.acks:
+        if a.offset == UNKNOWN_OFFSET:
+            # Not at a known offset, but it must be in the partition it went to (once: see duplicate).
+            if not any(p == a.partition for p, _ in where_of.get(a.seq, ())):
+                v["lost"].append(f"message {a.seq} acknowledged on partition {a.partition} (offset not reported) "
+                                 "is not in that partition")
+            continue
         if a.seq in acked_where and acked_where[a.seq] != (a.partition, a.offset):
             v["duplicate"].append(f"message {a.seq} acknowledged twice, at {_po(*acked_where[a.seq])} and {_po(a.partition, a.offset)}")
         acked_where[a.seq] = (a.partition, a.offset)
@@ -165,12 +211,14 @@ def check(history: History, final: FinalState) -> Verdict:
     _check_replicas(final, v)
     _check_epochs(history, final, v)
     _check_reassignments(history, final, v)
+    _check_churn(history, final, v)
 
     replicas = sum(len(r) for r in final.replicas.values())
     compared = sum(len(log.batches) for logs in final.replicas.values() for log in logs.values())
     stats = dict(sent=len(history.sent), acked=len(history.acks), errors=len(history.errors),
                  consumed=sum(len(r) for r in final.consumed.values()), replicas=replicas, batches_compared=compared,
-                 reassignments=len(history.reassignments))
+                 reassignments=len(history.reassignments),
+                 churn_incarnations=sum(len(x) for x in history.churn.values()))
     return Verdict(history.seed, history.nemesis, {k: list(x) for k, x in v.items() if x}, stats)
 
 
@@ -267,3 +315,55 @@ def _check_reassignments(history: History, final: FinalState, v: dict[str, list[
         if adding or removing:
             v["reassignment"].append(f"partition {p}: still reassigning at the end (adding {list(adding)}, "
                                      f"removing {list(removing)})")
+
+
+def _check_churn(history: History, final: FinalState, v: dict[str, list[str]]) -> None:
+    for name, lives in sorted(history.churn.items()):
+        end = final.churn.get(name)
+        if end is None or not lives:
+            continue
+        last = lives[-1]
+        for life in lives:
+            if life.deleted == "vanished":
+                v["churn"].append(f"topic {name} (incarnation {life.generation}) vanished without a delete")
+        if not end.exists:
+            for path in end.leftover_znodes:
+                v["churn"].append(f"topic {name} is gone but znode {path} is left")
+            for broker, dirs in sorted(end.partition_dirs.items()):
+                if dirs:
+                    v["churn"].append(f"topic {name} is gone but broker {broker} still has {sorted(dirs)}")
+            if last.created == "ok" and last.deleted == "none":
+                v["churn"].append(f"topic {name} (incarnation {last.generation}) vanished without a delete")
+            continue
+        if last.deleted == "ok":
+            v["churn"].append(f"topic {name} (incarnation {last.generation}) still exists after its delete was "
+                              "acknowledged")
+            continue
+        # It exists, so it is the last incarnation: the workload creates a name only when it is gone.
+        for p, records in sorted(end.records.items()):
+            for offset, value in records:
+                gen = value.split("/")[1] if value.count("/") == 2 else "?"
+                if value.split("/")[0] != name or gen != str(last.generation):
+                    v["churn"].append(f"topic {name} (incarnation {last.generation}) holds {value!r} at "
+                                      f"{_po(p, offset)}: not written to this incarnation")
+        at = {(p, o): val for p, records in end.records.items() for o, val in records}
+        for p, offset, value in last.acks:
+            if offset == UNKNOWN_OFFSET:
+                if value not in {val for o, val in end.records.get(p, [])}:
+                    v["lost"].append(f"topic {name}: {value!r} acknowledged on partition {p} (offset not reported) "
+                                     "is not in that partition")
+                continue
+            found = at.get((p, offset))
+            if found != value:
+                v["lost"].append(f"topic {name}: {value!r} acknowledged at {_po(p, offset)} is "
+                                 + ("gone" if found is None else f"replaced by {found!r}"))
+        replicas = {b for r in end.assignment.values() for b in r}
+        for broker, dirs in sorted(end.partition_dirs.items()):
+            stray = [d for d in dirs if broker not in end.assignment.get(_dir_partition(d), ())]
+            if stray:
+                v["churn"].append(f"topic {name}: broker {broker} holds {sorted(stray)}, not a replica "
+                                  f"(replicas {sorted(replicas)}): left from an earlier incarnation")
+
+
+def _dir_partition(dirname: str) -> int:
+    return int(dirname.rsplit("-", 1)[1])

@@ -25,6 +25,8 @@ active controller instead.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import random
 import signal
@@ -33,12 +35,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chaos_checker import FinalState, History, Verdict, check
+from chaos_checker import ChurnFinal, FinalState, History, Verdict, check
 from chaos_hosts import ZK_NODE, ChaosCluster, broker_node, start_chaos_cluster
 from chaos_workload import (
+    ChurnWorkload,
     LeaderWatcher,
     ProducerWorkload,
     ReassignmentWorkload,
+    churn_dirs,
     consume_all,
     read_replica_logs,
 )
@@ -68,6 +72,8 @@ class Scenario:
     controller_share: float = 0.0
     partitions: int = 3
     rate_per_s: float = 300.0
+    churn: bool = False  # the topic create/delete workload
+
 
     @property
     def brokers(self) -> int:
@@ -82,6 +88,13 @@ class Outcome:
     final: FinalState
     liveness: list[str]
     fault_windows: list[tuple[int, int, int]]
+    faults: list[Fault]
+
+    def unavailability(self) -> list[dict[str, object]]:
+        """Per fault: the nemesis, the partitions it hit, and the window in ms (None when no record sent
+        after it was acknowledged on one of them, or when it hit no partition of the chaos topic)."""
+        return [{"nemesis": f.kind, "partitions": list(f.partitions),
+                 "window_ms": unavailability_ms(self.history, f)} for f in self.faults]
 
     @property
     def ok(self) -> bool:
@@ -90,11 +103,64 @@ class Outcome:
     def report(self) -> str:
         lines = [str(self.verdict)]
         lines += [f"  - liveness: {x}" for x in self.liveness]
-        lines += [f"  nemesis: {e}" for e in self.history.events if not e.startswith("reassign")]
+        lines += [f"  nemesis: {e}" for e in self.history.events if not e.startswith(("reassign", "churn"))]
         reassigns = [e for e in self.history.events if e.startswith("reassign")]
         if reassigns:
             lines.append(f"  reassignment workload: {len(reassigns)} requests, e.g. {reassigns[:3]}")
+        churn = [e for e in self.history.events if e.startswith("churn")]
+        if churn:
+            lines.append(f"  churn workload: {len(churn)} steps, e.g. {churn[:3]}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str  # the nemesis that acted (for ``mixed``, the one chosen)
+    injected_at: float  # time.monotonic() once the fault was in place
+    partitions: tuple[int, ...]  # of the chaos topic, whose availability it aims at
+
+
+def unavailability_ms(history: History, fault: Fault) -> float | None:
+    """From the injection to the first acknowledgement of a record sent after it, on each affected
+    partition; the fault's window is the longest of its partitions'."""
+    if not fault.partitions:
+        return None
+    first: dict[int, float] = {}
+    for seq, sent in list(history.sent_at.items()):
+        p = history.sent.get(seq)
+        acked = history.acked_at.get(seq)
+        if p in fault.partitions and acked is not None and sent >= fault.injected_at:
+            first[p] = min(first.get(p, acked), acked)
+    if len(first) < len(fault.partitions):
+        return None
+    return round((max(first.values()) - fault.injected_at) * 1000, 1)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest rank: the smallest value with at least q of them at or below it."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))]
+
+
+def summarize_windows(faults: list[dict[str, object]]) -> dict[str, dict[str, float | int | None]]:
+    """Per nemesis: p50 and p99 of the measured windows, how many were measured, and how many were
+    not: the fault hit no partition of the chaos topic (the controller or the loss victim led none),
+    or nothing sent after it was acknowledged."""
+    by_kind: dict[str, list[float]] = {}
+    no_partition: dict[str, int] = {}
+    no_ack: dict[str, int] = {}
+    for f in faults:
+        kind, ms = str(f["nemesis"]), f["window_ms"]
+        by_kind.setdefault(kind, [])
+        if isinstance(ms, (int, float)):
+            by_kind[kind].append(float(ms))
+        elif not f.get("partitions"):
+            no_partition[kind] = no_partition.get(kind, 0) + 1
+        else:
+            no_ack[kind] = no_ack.get(kind, 0) + 1
+    return {kind: {"p50_ms": percentile(ms, 0.5) if ms else None, "p99_ms": percentile(ms, 0.99) if ms else None,
+                   "faults": len(ms), "no_partition": no_partition.get(kind, 0), "no_ack": no_ack.get(kind, 0)}
+            for kind, ms in sorted(by_kind.items())}
 
 
 class Nemesis:
@@ -107,6 +173,7 @@ class Nemesis:
         self.target_partition = -1
         # (partition the fault aimed at, its acknowledgements SETTLE_S into the fault, when it healed)
         self.windows: list[tuple[int, int, int]] = []
+        self.faults: list[Fault] = []
 
     def log(self, what: str) -> None:
         self.history.events.append(f"{time.monotonic() - self.t0:5.1f} s {what}")
@@ -117,6 +184,13 @@ class Nemesis:
             return int(state["leader"]) if state and int(state["leader"]) >= 0 else None
 
         return int(wait_for(leader, 30, f"a leader of partition {partition}"))
+
+    def led_by(self, broker: int) -> tuple[int, ...]:
+        states = self.cluster.partition_states(TOPIC)
+        return tuple(sorted(p for p, st in states.items() if int(st["leader"]) == broker))
+
+    def record(self, kind: str, at: float, partitions: tuple[int, ...]) -> None:
+        self.faults.append(Fault(kind, at, partitions))
 
     def others(self, broker: int) -> list[str]:
         return [broker_node(b) for b in self.cluster.brokers if b != broker]
@@ -130,11 +204,13 @@ class Nemesis:
         if kind == "loss":
             victim = self.rng.choice(sorted(self.cluster.brokers))
             percent = self.rng.choice([10, 25, 40])
+            self.record(kind, time.monotonic(), self.led_by(victim))
             box.loss(broker_node(victim), percent)
             self.log(f"loss {percent}% in and out of broker {victim}")
             return box.heal
         leader = self.leader_of(partition)
         role = f"leader of p{partition}"
+        affected: tuple[int, ...] = (partition,)
         if self.scenario.controller_share and self.rng.random() < self.scenario.controller_share:
             # The same fault on the active controller: its own partitions and every other
             # partition's elections and ISR changes depend on it.
@@ -142,6 +218,9 @@ class Nemesis:
             if controller is not None:
                 leader = controller
                 role = "the controller" + (f", leader of p{partition}" if controller == self.leader_of(partition) else "")
+                # Its unavailability is measured on the partitions it leads (maybe none).
+                affected = self.led_by(controller)
+        self.record(kind, time.monotonic(), affected)
         if kind == "leader-followers":
             box.isolate(broker_node(leader), self.others(leader))
             self.log(f"isolate broker {leader} ({role}) from the other brokers, not from ZooKeeper")
@@ -184,6 +263,9 @@ class Nemesis:
         liveness: list[str] = []
         for round_no in range(self.scenario.rounds):
             heal = self.inject()
+            # The window counts from when the fault is in place: nft rules go into several namespaces
+            # one after the other (tens of ms), and records sent meanwhile are not held up by it.
+            self.faults[-1] = dataclasses.replace(self.faults[-1], injected_at=time.monotonic())
             duration_s = self.rng.uniform(*self.scenario.fault_s)
             # Answers already on their way when the fault began still arrive: count from a moment later.
             settle_s = min(SETTLE_S, duration_s / 2)
@@ -226,6 +308,8 @@ def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], N
         bootstrap = cluster.bootstrap
         producer = ProducerWorkload(bootstrap, TOPIC, history, scenario.rate_per_s).start()
         reassigner = None
+        churner = None
+        churn_final: dict[str, ChurnFinal] = {}
         nemesis = Nemesis(cluster, scenario, rng, history)
         try:
             # The workloads' threads end on every path, so nothing keeps talking to a stopped cluster.
@@ -234,12 +318,27 @@ def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], N
             if scenario.reassign:
                 reassigner = ReassignmentWorkload(bootstrap, TOPIC, sorted(cluster.brokers), history,
                                                   random.Random(rng.random())).start()
+            if scenario.churn:
+                # Its own generator, so that turning it on leaves the nemesis schedule as it was.
+                churner = ChurnWorkload(bootstrap, cluster.zk.connect, history,
+                                        random.Random(f"churn/{scenario.nemesis}/{scenario.seed}")).start()
             liveness += nemesis.run(producer)
             progress(f"faults done, {producer.acked} acknowledged")
             if reassigner is not None:
                 reassigner.stop()
                 if not _wait_no_reassignment(cluster, 90):
                     liveness.append("reassignments still running 90 s after the workload stopped")
+                error = reassigner.clear_throttles()
+                if error:
+                    liveness.append(f"could not clear the reassignment throttles: {error}")
+                topic_config = cluster.zk_json(f"/config/topics/{TOPIC}")
+                left = [k for k in (topic_config[0].get("config", {}) if topic_config else {}) if "throttled" in k]
+                if left:
+                    liveness.append(f"throttle configs left on topic {TOPIC} after the moves finished: {left}")
+            if churner is not None:
+                churner.stop()
+                churn_final, problems = churner.final_state(cluster.kazoo)
+                liveness += problems
             remaining = producer.finish(timeout_s=60)
             if producer.fatal:
                 liveness.append(f"the producer (librdkafka) stopped on a fatal error: {producer.fatal}")
@@ -254,13 +353,16 @@ def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], N
         finally:
             if reassigner is not None:
                 reassigner.stop()
+            if churner is not None:
+                churner.stop()
             producer.finish(timeout_s=1)
             watcher.stop()
     finally:
         cluster.stop()
     replicas = read_replica_logs({b: cluster.log_dir(b) for b in cluster.brokers}, TOPIC, scenario.partitions)
-    final = FinalState(consumed, hw, assignment, replicas, ongoing)
-    return Outcome(check(history, final), history, final, liveness, nemesis.windows)
+    churn_dirs({b: cluster.log_dir(b) for b in cluster.brokers}, churn_final)
+    final = FinalState(consumed, hw, assignment, replicas, ongoing, churn_final)
+    return Outcome(check(history, final), history, final, liveness, nemesis.windows, nemesis.faults)
 
 
 def _wait_no_reassignment(cluster: ChaosCluster, timeout_s: float) -> bool:

@@ -6,17 +6,21 @@ Environment:
   CHAOS_NEMESES   comma-separated nemeses (chaos_run.NEMESES, or ``mixed``); default all six, then mixed
   CHAOS_REASSIGN  ``0`` to run without the reassignment workload; default on
   CHAOS_ROUNDS    faults per run; default 3
+  CHAOS_CHURN     ``0`` to run without the topic create/delete workload; default on
+  CHAOS_JSON      a file to append one JSON line per run to (verdict, seed, each fault's unavailability
+                  window); ``benchmarks/unavailability.py --from FILE`` summarizes it
 
 ``kill -USR1 <pid>`` prints every thread's stack (a run that seems stuck); SIGTERM or Ctrl-C stops
 the brokers, ZooKeeper and the namespaces before exiting.
 
-Prints one verdict per run and a summary; exits 1 if any run found a violation. The data directory
+Prints one verdict per run and a summary (with each nemesis's unavailability p50/p99); exits 1 if any run found a violation. The data directory
 (broker and ZooKeeper logs, segment files) of a failing run is kept and named in its verdict.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import shutil
 import signal
@@ -27,7 +31,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "integration" / "cluster"))
 
-from chaos_run import NEMESES, Scenario, run_scenario
+from chaos_run import NEMESES, Scenario, run_scenario, summarize_windows
 
 
 def parse_seeds(env: dict[str, str]) -> list[int]:
@@ -61,21 +65,34 @@ def main() -> int:
         return 2
     reassign = os.environ.get("CHAOS_REASSIGN", "1") != "0"
     rounds = int(os.environ.get("CHAOS_ROUNDS", "3"))
+    churn = os.environ.get("CHAOS_CHURN", "1") != "0"
+    json_path = os.environ.get("CHAOS_JSON")
     failed: list[str] = []
+    windows: list[dict[str, object]] = []
     runs = 0
     for seed in seeds:
         for nemesis in nemeses:
             data_dir = Path(tempfile.mkdtemp(prefix=f"hwchaos-{nemesis}-{seed}-"))
             t0 = time.monotonic()
             try:
-                outcome = run_scenario(Scenario(nemesis, seed, rounds=rounds, reassign=reassign, controller_share=0.3), data_dir,
+                outcome = run_scenario(Scenario(nemesis, seed, rounds=rounds, reassign=reassign, controller_share=0.3,
+                                                churn=churn), data_dir,
                                        progress=lambda s: print(f"    {s}", file=sys.stderr, flush=True))
             except Exception as exc:  # the harness itself failed: keep going, report it
                 failed.append(f"{nemesis} seed {seed}: harness error {type(exc).__name__}: {exc}")
                 print(f"chaos nemesis={nemesis} seed={seed}: HARNESS ERROR {exc} (data kept in {data_dir})", flush=True)
                 continue
             runs += 1
+            faults = outcome.unavailability()
+            windows += faults
+            if json_path:
+                with open(json_path, "a") as f:
+                    f.write(json.dumps({"nemesis": nemesis, "seed": seed, "ok": outcome.ok,
+                                        "violations": outcome.verdict.violations, "liveness": outcome.liveness,
+                                        "faults": faults}) + "\n")
             print(outcome.report(), flush=True)
+            print("  unavailability: " + ", ".join(
+                f"{f['nemesis']} on p{f['partitions']} {f['window_ms']} ms" for f in faults), flush=True)
             print(f"  ({time.monotonic() - t0:.0f} s)", flush=True)
             if outcome.ok:
                 shutil.rmtree(data_dir, ignore_errors=True)
@@ -86,6 +103,8 @@ def main() -> int:
           f"{' with reassignments' if reassign else ''}: {len(failed)} failed")
     for f in failed:
         print(f"  FAILED {f}")
+    for kind, row in summarize_windows(windows).items():
+        print(f"  unavailability {kind}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms over {row['faults']} faults")
     return 1 if failed else 0
 
 

@@ -6,6 +6,11 @@
 * ``ReassignmentWorkload``: starts, replaces and cancels reassignments through the Kafka protocol
   (``headwater.admin.reassign.Cluster``, what ``headwater reassign`` uses), recording which replica
   sets each partition may end at.
+  A share of the starts is throttled the way ``headwater reassign --execute --throttle`` does it
+  (throttled-replica topic configs and broker rates), and the throttles are cleared once nothing
+  moves, as ``--verify`` does.
+* ``ChurnWorkload``: creates small topics, writes a few acks=all records to each, deletes them and
+  creates the names again, recording each incarnation of each name.
 * ``LeaderWatcher``: polls each partition's state znode and records (partition, leader epoch, leader).
 
 And the final reads: ``consume_all`` (a consumer from offset 0 to the high watermark) and
@@ -23,17 +28,42 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos_checker import Ack, BatchInfo, History, Reassignment, ReplicaLog
+from chaos_checker import (
+    UNKNOWN_OFFSET,
+    Ack,
+    BatchInfo,
+    ChurnFinal,
+    History,
+    Incarnation,
+    Reassignment,
+    ReplicaLog,
+)
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kafka.protocol.admin import DeleteTopicsRequest
 from kazoo.client import KazooClient
 
 from headwater.admin.client import AdminClient
-from headwater.admin.reassign import Cluster
+from headwater.admin.reassign import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    OP_SET,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    Cluster,
+    clear_throttles,
+    move_map,
+    throttled_replicas,
+)
+from headwater.admin.topics import create_topic
+from headwater.protocol.errors import ErrorCode
 from headwater.records.batch import scan_valid_prefix
 from headwater.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from headwater.storage.manager import partition_dir_name
 
 REPLICATION_FACTOR = 3  # of the chaos topic; reassignment targets keep it
+THROTTLE_SHARE = 0.4  # of the reassignment starts
+# Bytes/s per broker. The chaos topic takes ~10-30 KB/s, so a mover still catches up, slowly at the low end.
+THROTTLE_RATES = (100_000, 400_000, 2_000_000)
 
 
 def encode(seq: int) -> bytes:
@@ -75,7 +105,9 @@ class ProducerWorkload:
             if err is not None:
                 self.history.errors.append((seq, str(err)))
             else:
-                self.history.acks.append(Ack(msg.partition(), msg.offset(), seq))
+                self.history.acked_at[seq] = time.monotonic()
+                offset = msg.offset()
+                self.history.acks.append(Ack(msg.partition(), UNKNOWN_OFFSET if offset is None or offset < 0 else offset, seq))
 
     def start(self) -> ProducerWorkload:
         self._thread.start()
@@ -96,6 +128,8 @@ class ProducerWorkload:
                 self.producer.poll(min(due - now, 0.05))
                 continue
             partition = seq % self.history.partitions
+            # Before produce(): the acknowledgement may arrive (in poll) before the next line runs.
+            self.history.sent_at[seq] = time.monotonic()
             try:
                 self.producer.produce(self.topic, value=encode(seq), partition=partition, on_delivery=self._on_delivery)
             except BufferError:
@@ -132,11 +166,18 @@ class ProducerWorkload:
 def consume_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> tuple[
         dict[int, list[tuple[int, int]]], dict[int, int]]:
     """Every message below each partition's high watermark: ({partition: [(offset, seq)]}, {partition: hw})."""
+    raw, hw = consume_raw(bootstrap, topic, partitions, timeout_s)
+    return {p: [(o, int(v)) for o, v in records] for p, records in raw.items()}, hw
+
+
+def consume_raw(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> tuple[
+        dict[int, list[tuple[int, bytes]]], dict[int, int]]:
+    """Like ``consume_all``, with the values as they are."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-checker", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "enable.partition.eof": True, "log_level": 2})
     try:
         hw = {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]) for p in range(partitions)}
-        out: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
+        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         position = dict.fromkeys(range(partitions), 0)
         deadline = time.monotonic() + timeout_s
@@ -151,7 +192,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 
                     raise RuntimeError(f"consumer error: {err}")
                 p, offset = msg.partition(), msg.offset()
                 if offset < hw[p]:
-                    out[p].append((offset, int(msg.value())))
+                    out[p].append((offset, bytes(msg.value() or b"")))
                 position[p] = max(position[p], offset + 1)
         return out, hw
     finally:
@@ -231,6 +272,7 @@ class ReassignmentWorkload:
         self.rng = rng
         self.interval_s = interval_s
         self.requests = 0
+        self.throttled = False  # a throttle is set and not yet cleared
         self._chains: dict[int, list[tuple[int, ...]]] = {}  # partition -> [original, target, target, ...]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-reassign", daemon=True)
@@ -255,15 +297,23 @@ class ReassignmentWorkload:
     def _step(self, p: int, roll: float) -> None:
         with AdminClient(self.bootstrap, timeout_s=5) as client:
             cluster = Cluster(client)
-            ongoing = cluster.ongoing().get((self.topic, p))
+            moving = cluster.ongoing()
+            if self.throttled and not moving:
+                self._clear(cluster)
+            ongoing = moving.get((self.topic, p))
+            throttle = -1
             if ongoing is None:
-                current = tuple(cluster.assignments([self.topic])[(self.topic, p)])
+                assignments = cluster.assignments([self.topic])
+                current = tuple(assignments[(self.topic, p)])
                 if len(current) != REPLICATION_FACTOR:
                     # Metadata from a broker that has not heard yet that the last move finished.
                     self.history.events.append(f"reassign p{p}: skipped, metadata still shows {list(current)}")
                     return
                 self._chains[p] = [current]
                 request, target = "start", self._new_target(current)
+                if self.rng.random() < THROTTLE_SHARE:
+                    throttle = self.rng.choice(THROTTLE_RATES)
+                    self._throttle(cluster, moving, assignments, (self.topic, p), target, throttle)
             elif roll < 0.5:
                 request, target = "cancel", None
             else:
@@ -283,13 +333,233 @@ class ReassignmentWorkload:
                 self.history.reassignments[p] = Reassignment(p, request, tuple(dict.fromkeys(before + after)))
                 raise
             code, message = errors[(self.topic, p)]
-            self.history.events.append(f"reassign p{p} {request} {list(target) if target else ''}: "
+            self.history.events.append(f"reassign p{p} {request} {list(target) if target else ''}"
+                                       f"{f' throttled {throttle} B/s' if throttle >= 0 else ''}: "
                                        f"{'ok' if code == 0 else f'error {code} {message}'}")
             if code == 0:
                 self.history.reassignments[p] = Reassignment(p, request, after)
             elif target is not None:
                 chain.pop()
 
+    def _throttle(self, cluster: Cluster, moving: dict[tuple[str, int], Any], assignments: dict[tuple[str, int], list[int]],
+                  tp: tuple[str, int], target: tuple[int, ...], rate: int) -> None:
+        """What ``headwater reassign --execute --throttle`` writes before it starts a move: the topic's
+        leader and follower throttled replicas (every moving partition's sources and destinations) and
+        the rate on every broker involved."""
+        # Before the first write: if a later one fails (a broker cut off), what was written still
+        # has to be cleared.
+        self.throttled = True
+        moves = move_map(moving, assignments, {tp: list(target)})
+        for topic, (leader, follower) in sorted(throttled_replicas(moves).items()):
+            cluster.alter_configs(RESOURCE_TOPIC, topic, [(LEADER_THROTTLED_REPLICAS, OP_SET, leader),
+                                                          (FOLLOWER_THROTTLED_REPLICAS, OP_SET, follower)])
+        for b in sorted({b for s, d in moves.values() for b in (*s, *d)}):
+            cluster.alter_configs(RESOURCE_BROKER, str(b), [("leader.replication.throttled.rate", OP_SET, str(rate)),
+                                                           ("follower.replication.throttled.rate", OP_SET, str(rate))])
+
+    def _clear(self, cluster: Cluster) -> None:
+        """What ``headwater reassign --verify`` does once nothing moves: every throttle config deleted."""
+        plan: dict[tuple[str, int], list[int]] = {(self.topic, p): [] for p in range(self.history.partitions)}
+        clear_throttles(cluster, plan, lambda _line: None)
+        self.throttled = False
+        self.history.events.append("reassign: throttles cleared, nothing moving")
+
+    def clear_throttles(self, attempts: int = 5) -> str | None:
+        """After the workload stopped and the moves finished (the run waits for that); returns the last
+        error if every attempt failed (a broker that has just come back may not answer at once)."""
+        error = None
+        for _ in range(attempts if self.throttled else 0):
+            try:
+                with AdminClient(self.bootstrap, timeout_s=10) as client:
+                    self._clear(Cluster(client))
+                return None
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                time.sleep(2)
+        return error
+
     def _new_target(self, current: tuple[int, ...]) -> tuple[int, ...]:
         choices = [t for t in itertools.permutations(self.broker_ids, REPLICATION_FACTOR) if set(t) != set(current)]
         return self.rng.choice(choices)
+
+
+class ChurnWorkload:
+    """Small topics created, written to, deleted and created again under the same names.
+
+    Each step picks a name and looks at ZooKeeper (from the root namespace, never cut off): a name
+    being deleted is left alone; a missing name is created (2 partitions, replication factor 3); an
+    existing one gets a few acks=all records or is deleted. Records carry ``name/generation/i``, the
+    generation counting the name's incarnations, so the checker can tell a recreated topic's records
+    from its predecessor's. A create whose answer was lost keeps its generation: if the name is
+    still missing next time it is created again under the same one, if it exists it is that one.
+    A deleted incarnation gets no more records; if it is still there later, the delete is sent again.
+    """
+
+    PARTITIONS = 2
+    RECORDS_PER_STEP = 5
+
+    def __init__(self, bootstrap: str, zk_connect: str, history: History, rng: random.Random,
+                 names: int = 3, interval_s: tuple[float, float] = (0.5, 1.5)) -> None:
+        self.bootstrap = bootstrap
+        self.history = history
+        self.rng = rng
+        self.interval_s = interval_s
+        self.names = [f"churn-{i}" for i in range(names)]
+        self._written = 0
+        self._stop = threading.Event()
+        self._zk = KazooClient(hosts=zk_connect, timeout=10)
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 2,
+            "message.timeout.ms": 10_000,
+            "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "log_level": 2,
+        })
+        self._thread = threading.Thread(target=self._run, name="chaos-churn", daemon=True)
+
+    def start(self) -> ChurnWorkload:
+        self._zk.start(timeout=10)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join()
+        self.producer.flush(15)
+        with contextlib.suppress(Exception):
+            self._zk.stop()
+            self._zk.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.rng.uniform(*self.interval_s)):
+            name = self.rng.choice(self.names)
+            roll = self.rng.random()
+            try:
+                self._step(name, roll)
+            except Exception as exc:  # a fault may hide the controller: try again later
+                self.history.events.append(f"churn {name}: {type(exc).__name__}: {exc}")
+
+    def _step(self, name: str, roll: float) -> None:
+        # Nothing may be in flight when a name is deleted or created: librdkafka knows topics by name
+        # only, and would deliver a record meant for the old incarnation to the new one.
+        if self.producer.flush(5):
+            return
+        lives = self.history.churn.setdefault(name, [])
+        if self._zk.exists(f"/admin/delete_topics/{name}") is not None:
+            return  # being deleted
+        exists = self._zk.exists(f"/brokers/topics/{name}") is not None
+        last = lives[-1] if lives else None
+        if not exists:
+            if last is not None and last.created == "ok" and last.deleted == "none":
+                last.deleted = "vanished"  # created and never deleted, yet gone: the checker reports it
+                self.history.events.append(f"churn {name} #{last.generation}: gone without a delete")
+            if last is None or last.created == "ok":
+                last = Incarnation(len(lives) + 1)
+                lives.append(last)
+            self._create(name, last)
+            if last.created == "ok":
+                self._produce(name, last)
+            return
+        if last is None:
+            raise AssertionError(f"topic {name} exists but was never created")
+        last.created = "ok"  # seen in ZooKeeper: a create whose answer was lost went through
+        if last.deleted != "none" or roll < 0.5:
+            self._delete(name, last)
+        else:
+            self._produce(name, last)
+
+    def _create(self, name: str, life: Incarnation) -> None:
+        try:
+            with AdminClient(self.bootstrap, timeout_s=5) as client:
+                # file.delete.delay.ms short, so a deleted partition's "-delete" directory goes soon.
+                code, message = create_topic(client, name, self.PARTITIONS, REPLICATION_FACTOR, None,
+                                             {"file.delete.delay.ms": "1000"})
+        except Exception:
+            life.created = "unknown"
+            raise
+        if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
+            life.created = "ok"
+        self.history.events.append(f"churn create {name} #{life.generation}: {'ok' if code == 0 else f'error {code} {message}'}")
+
+    def _delete(self, name: str, life: Incarnation) -> None:
+        state = DeleteTopicsRequest.DeleteTopicState
+        try:
+            with AdminClient(self.bootstrap, timeout_s=5) as client:
+                resp = client.send_to_controller(
+                    DeleteTopicsRequest, dict(topic_names=[name], topics=[state(name=name, topic_id=None)], timeout_ms=5000),
+                    lambda r: [x.error_code for x in r.responses])
+        except Exception:
+            if life.deleted != "ok":
+                life.deleted = "unknown"
+            raise
+        code = resp.responses[0].error_code
+        if code == 0:
+            life.deleted = "ok"
+        elif life.deleted != "ok":
+            life.deleted = "error"
+        self.history.events.append(f"churn delete {name} #{life.generation}: {'ok' if code == 0 else f'error {code}'}")
+
+    def _produce(self, name: str, life: Incarnation) -> None:
+        for i in range(self.RECORDS_PER_STEP):
+            self._written += 1
+            value = f"{name}/{life.generation}/{self._written}"
+
+            def delivered(err: KafkaError | None, msg: Any, value: str = value) -> None:
+                if err is None:
+                    offset = msg.offset()
+                    life.acks.append((msg.partition(), UNKNOWN_OFFSET if offset is None or offset < 0 else offset, value))
+
+            self.producer.produce(name, value=value.encode(), partition=i % self.PARTITIONS, on_delivery=delivered)
+        t0, before = time.monotonic(), len(life.acks)
+        self.producer.flush(10)
+        self.history.events.append(f"churn produce {name} #{life.generation}: {len(life.acks) - before} of "
+                                   f"{self.RECORDS_PER_STEP} acknowledged in {time.monotonic() - t0:.1f} s")
+
+    def _read_back(self, name: str, partitions: int, timeout_s: float = 30.0) -> dict[int, list[tuple[int, bytes]]]:
+        # A topic created moments ago may not be in every broker's metadata yet ("Unknown partition").
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return consume_raw(self.bootstrap, name, partitions)[0]
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
+    def final_state(self, kazoo: KazooClient, timeout_s: float = 60.0) -> tuple[dict[str, ChurnFinal], list[str]]:
+        """Wait for pending deletions, then read what is left of every name (brokers still running);
+        the partition directories are filled in by ``churn_dirs`` after the brokers stopped.
+        Returns the states and liveness complaints."""
+        problems = []
+        deadline = time.monotonic() + timeout_s
+        while any(kazoo.exists(f"/admin/delete_topics/{n}") for n in self.names) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        out = {}
+        for name in self.names:
+            if kazoo.exists(f"/admin/delete_topics/{name}"):
+                problems.append(f"topic {name} still being deleted {timeout_s:.0f} s after the workload stopped")
+            exists = kazoo.exists(f"/brokers/topics/{name}") is not None
+            leftovers = [] if exists else [z for z in (f"/config/topics/{name}", f"/admin/delete_topics/{name}")
+                                           if kazoo.exists(z) is not None]
+            assignment: dict[int, tuple[int, ...]] = {}
+            records: dict[int, list[tuple[int, str]]] = {}
+            if exists:
+                data, _stat = kazoo.get(f"/brokers/topics/{name}")
+                assignment = {int(p): tuple(r) for p, r in json.loads(data)["partitions"].items()}
+                raw = self._read_back(name, len(assignment))
+                records = {p: [(o, v.decode(errors="replace")) for o, v in rs] for p, rs in raw.items()}
+            out[name] = ChurnFinal(exists, leftovers, assignment, records, {})
+        return out, problems
+
+
+def churn_dirs(log_dirs: dict[int, Path], final: dict[str, ChurnFinal]) -> None:
+    """Fill in each name's live partition directories (``<name>-<p>``, not the ``-delete`` ones that
+    a broker removes file.delete.delay.ms after a delete), read after the brokers stopped."""
+    for name, state in final.items():
+        for broker, log_dir in log_dirs.items():
+            state.partition_dirs[broker] = sorted(
+                d.name for d in log_dir.glob(f"{name}-*") if d.is_dir() and d.name[len(name) + 1:].isdigit())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from chaos_checker import Ack, BatchInfo, FinalState, History, Reassignment, ReplicaLog, check
+from chaos_checker import UNKNOWN_OFFSET, Ack, BatchInfo, FinalState, History, Reassignment, ReplicaLog, check
 
 PARTITIONS = 2
 PER_PARTITION = 6  # messages per partition, one batch of two records each
@@ -155,3 +155,15 @@ def test_reassignment_left_running_is_caught() -> None:
     h, f = clean()
     f.ongoing[1] = ((4,), (1,))
     assert kinds(h, f) == {"reassignment"}
+
+
+def test_acknowledgement_without_an_offset_needs_the_message_in_its_partition() -> None:
+    h, f = clean()
+    # librdkafka inferred these deliveries from a later batch's acknowledgement: no offset reported.
+    h.acks = [Ack(a.partition, UNKNOWN_OFFSET, a.seq) if a.seq in (0, 3) else a for a in h.acks]
+    assert check(h, f).ok, str(check(h, f))
+    # Message 0 is not in partition 0 after all (its place holds nothing): lost.
+    f.consumed[0] = [(o, seq) for o, seq in f.consumed[0] if seq != 0]
+    verdict = check(h, f)
+    assert set(verdict.violations) == {"lost"}, str(verdict)
+    assert "message 0 acknowledged on partition 0 (offset not reported) is not in that partition" in str(verdict)

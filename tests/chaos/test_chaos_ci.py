@@ -4,7 +4,8 @@ Each test builds a three-broker cluster with every process in its own network na
 idempotent acks=all producer, applies the fault, heals it, and hands the recorded history and the
 replicas' segment files to the checker. Besides a clean verdict, each test asserts that the fault
 really bit, so a harness whose faults do nothing cannot pass. ``make chaos`` runs the randomized
-suite (every nemesis, many seeds, with reassignments).
+suite (every nemesis, many seeds, with reassignments). The pause test also runs the topic
+create/delete workload.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ def test_leader_isolated_from_followers_but_not_zookeeper(tmp_path: Path) -> Non
 
 def test_leader_paused_longer_than_its_session(tmp_path: Path) -> None:
     pause_s = SESSION_TIMEOUT_MS / 1000 + 2
-    outcome = run_scenario(Scenario("pause", seed=1, rounds=1, fault_s=(pause_s, pause_s)), tmp_path)
+    # With the topic create/delete workload beside it: its checks cost a few seconds of reading back.
+    outcome = run_scenario(Scenario("pause", seed=1, rounds=1, fault_s=(pause_s, pause_s), churn=True), tmp_path)
     print(outcome.report())
     assert outcome.ok, outcome.report()
+    lives = [life for name_lives in outcome.history.churn.values() for life in name_lives]
+    assert any(life.deleted == "ok" for life in lives), f"no topic was deleted: {outcome.report()}"
+    assert sum(len(life.acks) for life in lives) >= 5, f"no churn records acknowledged: {outcome.report()}"
     # The session expired under the stopped process, so the controller elected another leader: a
     # new leader epoch with a different leader shows up in ZooKeeper.
     [(partition, _began, _healed)] = outcome.fault_windows

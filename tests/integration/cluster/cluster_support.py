@@ -159,6 +159,18 @@ class ZkGate:
         with self._lock:
             self._match, self._held, self._muted = None, False, False
 
+    def reset(self) -> None:
+        """Drop the broker's current connection (what was held is lost) and forward again: the broker
+        reconnects within its session, as after a network blip: a lost connection, not an expired session."""
+        with self._lock:
+            self._match, self._held, self._muted = None, False, False
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                s.close()
+
     def close(self) -> None:
         self._closed = True
         with contextlib.suppress(OSError):
