@@ -8,8 +8,10 @@ from pathlib import Path
 
 import click
 
+from headwater.admin.acls import acls
 from headwater.admin.cluster import cluster
 from headwater.admin.configs import configs
+from headwater.admin.groups import groups
 from headwater.admin.options import key_values
 from headwater.admin.reassign import reassign
 from headwater.admin.topics import topics
@@ -60,7 +62,11 @@ def broker(config_path: Path, override: tuple[str, ...]) -> None:
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    run_broker(config)
+    try:
+        run_broker(config)
+    except ConfigError as exc:  # settings only checked when the broker builds its parts (TLS files, SASL)
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
 
 
 @main.command()
@@ -77,4 +83,6 @@ main.add_command(topics, "topics")
 main.add_command(configs, "configs")
 main.add_command(cluster, "cluster")
 main.add_command(reassign, "reassign")
+main.add_command(groups, "groups")
+main.add_command(acls, "acls")
 

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from headwater.admin.security import PLAINTEXT, ClientSecurity
 from headwater.protocol.errors import ErrorCode
+from headwater.security.sasl import SaslError
 
 _SIZE = struct.Struct(">i")
 DEFAULT_TIMEOUT_S = 30.0
@@ -42,7 +46,9 @@ class Node:
 
 
 class AdminClient:
-    def __init__(self, bootstrap: str, client_id: str = "headwater-admin", timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, bootstrap: str, client_id: str = "headwater-admin", timeout_s: float = DEFAULT_TIMEOUT_S,
+                 security: ClientSecurity = PLAINTEXT) -> None:
+        self.security = security
         self.bootstrap = [self._split(b) for b in bootstrap.split(",") if b.strip()]
         if not self.bootstrap:
             raise AdminError("no bootstrap server given")
@@ -72,13 +78,46 @@ class AdminClient:
         except OSError as exc:
             raise AdminError(f"cannot connect to {address[0]}:{address[1]}: {exc.strerror or exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.security.ssl_context is not None:
+            try:
+                sock = self.security.ssl_context.wrap_socket(sock, server_hostname=address[0])
+            except (ssl.SSLError, OSError) as exc:
+                sock.close()
+                raise AdminError(f"TLS handshake with {address[0]}:{address[1]} failed: {exc}") from None
         conn = _Conn(sock)
+        try:
+            resp = self._roundtrip(conn, ApiVersionsRequest[0](), 0)
+            if resp.error_code != 0:
+                raise AdminError(f"ApiVersions failed on {address[0]}:{address[1]}: error {resp.error_code}")
+            conn.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            if self.security.mechanism is not None:
+                self._authenticate(conn, address)
+        except AdminError:
+            sock.close()
+            raise
         self._conns[address] = conn
-        resp = self._roundtrip(conn, ApiVersionsRequest[0](), 0)
-        if resp.error_code != 0:
-            raise AdminError(f"ApiVersions failed on {address[0]}:{address[1]}: error {resp.error_code}")
-        conn.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         return conn
+
+    def _authenticate(self, conn: _Conn, address: tuple[str, int]) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done (KIP-152)."""
+        client = self.security.sasl_client()
+        assert client is not None
+        where = f"{address[0]}:{address[1]}"
+        resp = self._roundtrip(conn, SaslHandshakeRequest(version=1, mechanism=client.mechanism), 1)
+        if resp.error_code != 0:
+            raise AdminError(f"SASL handshake with {where} failed: {ErrorCode(resp.error_code).name} "
+                             f"(the broker enables {', '.join(resp.mechanisms) or 'no mechanism'})")
+        version = min(2, conn.versions.get(36, (0, 0))[1])
+        token: bytes | None = client.initial()
+        try:
+            while token is not None:
+                auth = self._roundtrip(conn, SaslAuthenticateRequest(version=version, auth_bytes=token), version)
+                if auth.error_code != 0:
+                    raise AdminError(f"SASL authentication with {where} failed: "
+                                     f"{auth.error_message or ErrorCode(auth.error_code).name}")
+                token = client.respond(bytes(auth.auth_bytes))
+        except SaslError as exc:
+            raise AdminError(f"SASL authentication with {where} failed: {exc}") from None
 
     def close(self) -> None:
         for conn in self._conns.values():

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import re
+import secrets
 import sys
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import click
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
+    AlterUserScramCredentialsRequest,
     DescribeClientQuotasRequest,
     DescribeConfigsRequest,
+    DescribeUserScramCredentialsRequest,
     IncrementalAlterConfigsRequest,
 )
 
 from headwater.admin.client import AdminClient, AdminError
+from headwater.admin.options import command_config_option, connect
 from headwater.protocol.errors import ErrorCode
+from headwater.security import scram
 
 RESOURCE_TYPES = {"topics": 2, "brokers": 4}
 QUOTA_TYPES = {"users": "user", "clients": "client-id"}
@@ -98,15 +104,17 @@ def _quota_label(entity: list[tuple[str, str | None]]) -> str:
 @click.option("--metrics-url", default=None,
               help="With --describe of users/clients: also show each bucket's remaining tokens, read from the "
                    "controller's Prometheus endpoint (http://host:port/metrics).")
+@command_config_option
 def configs(bootstrap_server: str, entity_types: tuple[str, ...], entity_names: tuple[str, ...], entity_default: bool,
-            action: str | None, add_config: str | None, delete_config: str | None, metrics_url: str | None) -> None:
-    """Describe or alter topic and broker configs and client quotas, like kafka-configs.sh."""
+            action: str | None, add_config: str | None, delete_config: str | None, metrics_url: str | None,
+            command_config: Path | None) -> None:
+    """Describe or alter topic and broker configs, client quotas and users' SCRAM credentials, like kafka-configs.sh."""
     if action is None:
         raise click.UsageError("one of --describe or --alter is required")
     if not entity_types:
         raise click.UsageError("--entity-type is required")
     try:
-        with AdminClient(bootstrap_server, client_id="headwater-configs") as client:
+        with connect(bootstrap_server, "headwater-configs", command_config) as client:
             if entity_types[0] in QUOTA_TYPES:
                 sys.exit(_quotas(client, entity_types, entity_names, entity_default, action, add_config, delete_config,
                                  metrics_url))
@@ -143,6 +151,10 @@ def _quotas(client: AdminClient, entity_types: tuple[str, ...], entity_names: tu
         if resp.error_code:
             click.echo(f"Error: {resp.error_message or ErrorCode(resp.error_code).name}", err=True)
             return 1
+        if entity_types == ("users",) and not entity_default:
+            code = _describe_scram(client, entity_names[0] if entity_names else None)
+            if code:
+                return code
         tokens = remaining_tokens(metrics_url) if metrics_url else {}
         for entry in resp.entries or []:
             entity = [(e.entity_type, e.entity_name) for e in entry.entity]
@@ -155,16 +167,29 @@ def _quotas(client: AdminClient, entity_types: tuple[str, ...], entity_names: tu
             click.echo(line)
         return 0
     entity = _entity(entity_types, entity_names, entity_default)
+    added = _split_configs(add_config or "")
+    deleted = [k.strip() for k in (delete_config or "").split(",") if k.strip()]
+    # SCRAM credentials are user configs too, altered through their own API (as kafka-configs does).
+    scram_added = {k: v for k, v in added.items() if k in scram.MECHANISMS}
+    scram_deleted = [k for k in deleted if k in scram.MECHANISMS]
+    if scram_added or scram_deleted:
+        if entity_types != ("users",) or entity_default:
+            raise click.UsageError("SCRAM credentials can be set for a named user only (--entity-type users --entity-name U)")
+        code = _alter_scram(client, entity_names[0], scram_added, scram_deleted)
+        added = {k: v for k, v in added.items() if k not in scram_added}
+        deleted = [k for k in deleted if k not in scram_deleted]
+        if code or not (added or deleted):
+            return code
     E = AlterClientQuotasRequest.EntryData
     ops = []
-    for key, value in _split_configs(add_config or "").items():
+    for key, value in added.items():
         try:
             number = float(value)
         except ValueError:
             click.echo(f"Error: quota {key}={value!r} is not a number", err=True)
             return 1
         ops.append(E.OpData(key=key, value=number, remove=False))
-    for key in [k.strip() for k in (delete_config or "").split(",") if k.strip()]:
+    for key in deleted:
         ops.append(E.OpData(key=key, value=0.0, remove=True))
     if not ops:
         raise click.UsageError("--alter needs --add-config or --delete-config")
@@ -175,6 +200,62 @@ def _quotas(client: AdminClient, entity_types: tuple[str, ...], entity_names: tu
         click.echo(f"Error: {result.error_message or ErrorCode(result.error_code).name}", err=True)
         return 1
     click.echo(f"Completed updating config for {_quota_label(entity)}.")
+    return 0
+
+
+def _describe_scram(client: AdminClient, user: str | None) -> int:
+    users = None if user is None else [DescribeUserScramCredentialsRequest.UserName(name=user)]
+    resp = client.send(DescribeUserScramCredentialsRequest, dict(users=users))
+    if resp.error_code:
+        click.echo(f"Error: {resp.error_message or ErrorCode(resp.error_code).name}", err=True)
+        return 1
+    for result in resp.results:
+        if result.error_code == ErrorCode.RESOURCE_NOT_FOUND:
+            continue  # a user with quotas only
+        if result.error_code:
+            click.echo(f"Error: {result.error_message or ErrorCode(result.error_code).name}", err=True)
+            return 1
+        # Only the mechanism and iterations: the salt and keys stay on the brokers.
+        values = ", ".join(f"{scram.MECHANISM_NAMES.get(c.mechanism, str(c.mechanism))}=iterations={c.iterations}"
+                           for c in result.credential_infos)
+        click.echo(f"SCRAM credential configs for user-principal '{result.user}' are {values}")
+    return 0
+
+
+def _scram_value(mechanism: str, text: str) -> tuple[int, str]:
+    """``iterations=8192,password=...`` (kafka-configs' form; iterations default to 4096)."""
+    fields = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in ("iterations", "password"):
+            raise click.BadParameter(f"{mechanism}=[{text}]: expected [iterations=N,]password=P", param_hint="--add-config")
+        fields[key.strip()] = value
+    if not fields.get("password"):
+        raise click.BadParameter(f"{mechanism} needs password=...", param_hint="--add-config")
+    iterations = fields.get("iterations", str(scram.DEFAULT_ITERATIONS)).strip()
+    if not iterations.isdigit():
+        raise click.BadParameter(f"{mechanism}: iterations={iterations!r} is not a number", param_hint="--add-config")
+    return int(iterations), fields["password"]
+
+
+def _alter_scram(client: AdminClient, user: str, added: dict[str, str], deleted: list[str]) -> int:
+    R = AlterUserScramCredentialsRequest
+    upsertions = []
+    for mechanism, text in added.items():
+        iterations, password = _scram_value(mechanism, text)
+        # The password never leaves this process: the broker gets the salt and the salted password.
+        salt = secrets.token_bytes(32)
+        upsertions.append(R.ScramCredentialUpsertion(
+            name=user, mechanism=scram.MECHANISM_IDS[mechanism], iterations=iterations, salt=salt,
+            salted_password=scram.salted_password(mechanism, password, salt, iterations)))
+    deletions = [R.ScramCredentialDeletion(name=user, mechanism=scram.MECHANISM_IDS[m]) for m in deleted]
+    resp = client.send(R, dict(deletions=deletions, upsertions=upsertions))
+    failed = [r for r in resp.results if r.error_code]
+    for r in failed:
+        click.echo(f"Error: {r.error_message or ErrorCode(r.error_code).name}", err=True)
+    if failed:
+        return 1
+    click.echo(f"Completed updating config for user {user}.")
     return 0
 
 

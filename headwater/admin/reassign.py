@@ -26,6 +26,7 @@ from kafka.protocol.admin import (
 )
 
 from headwater.admin.client import AdminClient, AdminError
+from headwater.admin.options import connect
 from headwater.placement import assign_replicas
 from headwater.protocol.errors import ErrorCode, KafkaError
 
@@ -516,23 +517,12 @@ def list_reassignments(cluster: Cluster, echo: Any) -> int:
     return 0
 
 
-def _command_config(path: Path | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    props = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            k, v = line.split("=", 1)
-            props[k.strip()] = v.strip()
-    return props
-
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"]}, help=HELP)
 @click.option("--bootstrap-server", default=None, help="host:port of any broker.")
 @click.option("--bootstrap-controller", default=None, help="Accepted for compatibility; treated as --bootstrap-server.")
 @click.option("--command-config", type=click.Path(path_type=Path, exists=True), default=None,
-              help="Client properties (client.id is used).")
+              help="Client properties: security.protocol, sasl.mechanism, sasl.jaas.config (or "
+                   "sasl.username/sasl.password), ssl.truststore.location, ssl.keystore.*, client.id.")
 @click.option("--generate", "actions", flag_value="generate", multiple=True)
 @click.option("--execute", "actions", flag_value="execute", multiple=True)
 @click.option("--verify", "actions", flag_value="verify", multiple=True)
@@ -576,14 +566,13 @@ def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, com
         usage(f'Option "[watch]" can\'t be used with action "[{action}]"')
     if additional and action != "execute":
         usage(f'Option "[additional]" can\'t be used with action "[{action}]"')
-    client_id = _command_config(command_config).get("client.id", CLIENT_ID)
     try:
         # A bad plan is refused before anything is sent to the cluster.
         plan = parse_reassignment_json(_read(reassignment_json_file)) if reassignment_json_file is not None else {}
         topics_json = _read(topics_to_move_json_file) if topics_to_move_json_file is not None else ""
         if action == "generate":
             parse_topics_json(topics_json)
-        with AdminClient(str(bootstrap), client_id=client_id) as client:
+        with connect(str(bootstrap), CLIENT_ID, command_config) as client:
             cluster_ = Cluster(client)
             if action == "generate":
                 assert topics_to_move_json_file is not None and broker_list is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -16,7 +17,7 @@ from kafka.protocol.admin import (
 )
 
 from headwater.admin.client import AdminClient, AdminError
-from headwater.admin.options import key_values
+from headwater.admin.options import command_config_option, connect, key_values
 from headwater.protocol.errors import ErrorCode
 
 RESOURCE_TOPIC = 2
@@ -121,16 +122,17 @@ def _topic_configs(client: AdminClient, names: list[str]) -> dict[str, dict[str,
 @click.option("--if-exists", is_flag=True, help="With --delete/--alter: succeed if the topic does not exist.")
 @click.option("--retry-on-quota-violation/--no-retry-on-quota-violation", default=True, show_default=True,
               help="Re-send a create refused by the partition-mutation quota after its throttle time.")
+@command_config_option
 def topics(bootstrap_server: str, action: str | None, topic: str | None, partitions: int | None,
            replication_factor: int | None, replica_assignment: str | None, configs: tuple[str, ...],
-           if_not_exists: bool, if_exists: bool, retry_on_quota_violation: bool) -> None:
+           if_not_exists: bool, if_exists: bool, retry_on_quota_violation: bool, command_config: Path | None) -> None:
     """Create, delete, describe, list or alter topics, like kafka-topics.sh."""
     if action is None:
         raise click.UsageError("one of --create, --delete, --describe, --list, --alter is required")
     if action in ("create", "delete", "alter") and not topic:
         raise click.UsageError(f"--{action} needs --topic")
     try:
-        with AdminClient(bootstrap_server, client_id="headwater-topics") as client:
+        with connect(bootstrap_server, "headwater-topics", command_config) as client:
             sys.exit(_run(client, action, topic, partitions, replication_factor, replica_assignment, configs,
                           if_not_exists, if_exists, retry_on_quota_violation))
     except AdminError as exc:

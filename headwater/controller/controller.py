@@ -95,6 +95,8 @@ from headwater.controller.events import (
     Event,
     LegacyReassignmentRequested,
     ListPartitionReassignmentsRequested,
+    LogDirFailed,
+    ReplicasOffline,
     Resigned,
     StopReplicaResponseReceived,
     TopicConfigChanged,
@@ -188,6 +190,10 @@ EVENT_RULES: Mapping[type, str] = {
     ListPartitionReassignmentsRequested: "answer RS, AR and RR of the ongoing reassignments from the cache, and queued "
     "ones with their current replicas and no AR or RR; no writes",
     BrokerDefaultConfigsChanged: "cache reassignment.max.concurrent.moves.per.broker; start queued moves that now fit",
+    LogDirFailed: "LeaderAndIsr with the current state of every replica the broker holds, so its answer names the "
+    "partitions in the failed dir (KAFKA_STORAGE_ERROR)",
+    ReplicasOffline: "those replicas are offline until the broker re-registers: elect a new leader where one led "
+    "(never an offline replica), remove them from the ISR (keep the last), list them as offline in UpdateMetadata",
     LegacyReassignmentRequested: "start every readable entry of /admin/reassign_partitions (no liveness check); "
     "entries that cannot start leave the znode, and each completed partition leaves it",
 }
@@ -365,6 +371,8 @@ class Controller:
         self._queued: dict[TopicPartition, tuple[int, ...]] = {}   # insertion order is queue order
         self._queue_znode = False
         self._max_moves = UNLIMITED_MOVES
+        # Replicas in a failed log dir, per broker, until that broker registers again (restarts).
+        self._offline_replicas: dict[int, set[TopicPartition]] = {}
 
     # --- queries ----------------------------------------------------------------------------------
 
@@ -502,6 +510,10 @@ class Controller:
             return self._on_list_reassignments(event)
         if isinstance(event, LegacyReassignmentRequested):
             return self._on_legacy_reassignment(event)
+        if isinstance(event, LogDirFailed):
+            return self._on_log_dir_failed(event)
+        if isinstance(event, ReplicasOffline):
+            return self._on_replicas_offline(event)
         if isinstance(event, BrokerDefaultConfigsChanged):
             self._max_moves = max_moves(event.configs)
             return self._finish(_Step())
@@ -661,7 +673,8 @@ class Controller:
     def _elect(self, step: _Step, tp: TopicPartition, strategy: Election) -> bool:
         state = self._view(step, tp)
         assert state is not None
-        chosen = elect_leader(strategy, self._replicas_of(tp, step), state.isr, self._eligible(), self._shutting_down,
+        replicas = [r for r in self._replicas_of(tp, step) if not self._replica_offline(r, tp)]
+        chosen = elect_leader(strategy, replicas, state.isr, self._eligible(), self._shutting_down,
                               unclean=self._unclean(tp.topic))
         if chosen is None:
             return False
@@ -795,6 +808,36 @@ class Controller:
     def _forget_broker(self, broker_id: int) -> None:
         self._live.pop(broker_id, None)
         self._shutting_down.discard(broker_id)
+        self._offline_replicas.pop(broker_id, None)  # a restart opens its log dirs afresh
+
+    def _replica_offline(self, broker_id: int, tp: TopicPartition) -> bool:
+        offline = self._offline_replicas.get(broker_id)
+        return offline is not None and tp in offline
+
+    def _on_log_dir_failed(self, event: LogDirFailed) -> ControllerResult:
+        step = _Step()
+        if event.broker_id in self._live:
+            for tp in self._active_partitions(step):
+                if event.broker_id in self._replicas_of(tp, step):
+                    step.lai.setdefault(event.broker_id, {}).setdefault(tp, False)
+        return self._finish(step)
+
+    def _on_replicas_offline(self, event: ReplicasOffline) -> ControllerResult:
+        step = _Step()
+        b = event.broker_id
+        if b not in self._live:
+            return ControllerResult()  # it restarted or left meanwhile: what it reported is stale
+        offline = self._offline_replicas.setdefault(b, set())
+        for tp in event.partitions:
+            if tp in offline or tp not in self._states or tp.topic in self._deleting:
+                continue
+            offline.add(tp)
+            state = self._view(step, tp)
+            assert state is not None
+            if b == state.leader or b in state.isr:
+                self._fail_replicas(step, tp, {b})
+            step.um.add(tp)
+        return self._finish(step)
 
     def _on_broker_expired(self, event: BrokerExpired) -> ControllerResult:
         if event.broker_id not in self._live:
@@ -1523,7 +1566,7 @@ class Controller:
         if state is None or topic is None:
             return None
         a = topic.partitions[tp.partition]
-        offline = tuple(b for b in a.replicas if b not in self._live)
+        offline = tuple(b for b in a.replicas if b not in self._live or self._replica_offline(b, tp))
         if tp.topic in self._deleting or tp.topic in step.queued_deletions:
             return UpdateMetadataPartition(tp.topic, topic.topic_id, tp.partition, self._epoch, LEADER_DURING_DELETE,
                                            LEADER_DURING_DELETE, state.isr, state.partition_epoch, a.replicas, offline)

@@ -108,6 +108,22 @@ class StopReplicaResponseReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class LogDirFailed:
+    """``/log_dir_event_notification`` named this broker: one of its log dirs failed."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicasOffline:
+    """A broker answered LeaderAndIsr with KAFKA_STORAGE_ERROR for these partitions: its replicas of them
+    are in a failed log dir until it restarts."""
+
+    broker_id: int
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NewTopic:
     """One topic of CreateTopics. ``num_partitions``/``replication_factor`` of -1 mean the defaults;
     ``assignments`` (partition -> brokers) replaces both. ``topic_id`` is chosen by the shell."""
@@ -197,6 +213,8 @@ Event = (
     | ControlledShutdownRequested
     | AlterPartitionReceived
     | StopReplicaResponseReceived
+    | LogDirFailed
+    | ReplicasOffline
     | CreateTopicsRequested
     | DeleteTopicsRequested
     | CreatePartitionsRequested

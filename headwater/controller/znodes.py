@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from headwater.metadata import zk
-from headwater.metadata.image import BrokerInfo
+from headwater.metadata.image import BrokerEndpoint, BrokerInfo
 
 PATHS = zk.PATHS
 
@@ -157,9 +157,11 @@ def decode_topic(name: str, data: bytes) -> TopicRecord:
 
 
 def broker_info(reg: zk.BrokerRegistration) -> BrokerInfo:
-    """The endpoint other brokers and clients use: the first PLAINTEXT listener, else the first one."""
+    """host/port: the first PLAINTEXT listener, else the first one; every listener in ``endpoints``
+    (the shell picks the inter-broker one, Metadata the client's)."""
     ep = next((e for e in reg.endpoints if e.security_protocol == "PLAINTEXT"), None) or reg.endpoints[0]
-    return BrokerInfo(reg.broker_id, ep.host, ep.port, reg.rack)
+    endpoints = tuple(BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol) for e in reg.endpoints)
+    return BrokerInfo(reg.broker_id, ep.host, ep.port, reg.rack, endpoints)
 
 
 def decode_live_broker(broker_id: int, data: bytes, czxid: int) -> LiveBroker:

@@ -74,6 +74,8 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {
                   ("true", "false")),
         ConfigKey("delete.retention.ms", ConfigType.LONG, str(_DAY_MS), "log.cleaner.delete.retention.ms", min_value=0),
         ConfigKey("min.compaction.lag.ms", ConfigType.LONG, "0", "log.cleaner.min.compaction.lag.ms", min_value=0),
+        ConfigKey("max.compaction.lag.ms", ConfigType.LONG, str((1 << 63) - 1), "log.cleaner.max.compaction.lag.ms",
+                  min_value=1),
         ConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio"),
         ConfigKey("leader.replication.throttled.replicas", ConfigType.LIST, "", None),
         ConfigKey("follower.replication.throttled.replicas", ConfigType.LIST, "", None),
@@ -97,9 +99,11 @@ def validate_topic_config(name: str, value: str | None) -> None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Value must be at least {key.min_value}")
     elif key.type is ConfigType.DOUBLE:
         try:
-            float(value)
+            ratio = float(value)
         except ValueError:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE") from None
+        if name == "min.cleanable.dirty.ratio" and not 0.0 <= ratio <= 1.0:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Value must be in [0, 1]")
     elif key.choices:
         parts = [v.strip() for v in value.split(",")] if key.type is ConfigType.LIST else [value]
         bad = [p for p in parts if p not in key.choices]

@@ -18,11 +18,30 @@ from headwater.metadata import zk
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    broker_id: int
+class BrokerEndpoint:
+    """One listener of a broker, as registered: clients get the endpoint of the listener they came in on."""
+
+    listener: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    host: str  # the address other brokers use (the inter-broker listener)
+    port: int
     rack: str | None = None
+    endpoints: tuple[BrokerEndpoint, ...] = ()  # every listener; empty means just host:port
+
+    def address(self, listener: str | None) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker; None when the broker lacks that listener.
+        A broker registered without listener names (old registrations) answers on every listener."""
+        if not self.endpoints or listener is None:
+            return (self.host, self.port)
+        ep = next((e for e in self.endpoints if e.listener == listener), None)
+        return (ep.host, ep.port) if ep is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +52,7 @@ class PartitionState:
     isr: tuple[int, ...]
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    offline_replicas: tuple[int, ...] = ()  # in a failed log dir of a live broker (dead brokers' are implied)
 
 
 @dataclass(frozen=True, slots=True)

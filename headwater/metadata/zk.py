@@ -75,6 +75,7 @@ class _Paths:
     CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"  # create sequential with this path
     ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
     LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+    LOG_DIR_EVENT_PREFIX = "/log_dir_event_notification/log_dir_event_"  # create sequential with this path
     CLUSTER_ID = "/cluster/id"
     LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
     FEATURE = "/feature"
@@ -286,6 +287,8 @@ def decode_controller_epoch(data: bytes | str) -> int:
 
 # Kafka's SecurityProtocol names; a listener without an entry in the map must be named after one.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Their ids on the wire (UpdateMetadata endpoints), Kafka's SecurityProtocol.id.
+SECURITY_PROTOCOL_IDS = {name: i for i, name in enumerate(SECURITY_PROTOCOLS)}
 _ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
 
@@ -547,6 +550,26 @@ def decode_config(entity_type: str, name: str, data: bytes | str) -> dict[str, s
         if not isinstance(v, str):
             d.fail(f"config {k!r} must be a string, got {v!r}")
     return dict(config)
+
+
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotification event type for a failed dir
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """A ``log_dir_event_`` notification: ``{"version":1,"broker":<id>,"event":1}`` (a dir failed)."""
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int | None:
+    """The broker a failure notification names, or None for anything else (unknown event, bad JSON)."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("event") != LOG_DIR_FAILURE_EVENT:
+        return None
+    broker = doc.get("broker")
+    return broker if isinstance(broker, int) and not isinstance(broker, bool) else None
 
 
 def encode_config_change(entity_path: str) -> bytes:

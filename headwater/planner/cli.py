@@ -15,6 +15,8 @@ from typing import Any
 import click
 from rich.console import Console
 
+from headwater.admin.options import command_config_option
+from headwater.admin.security import SecurityConfigError, kafka_python_settings, read_properties
 from headwater.planner.engine import Engine, LocalEngine, build_report, evaluate_plan, run_plan
 from headwater.planner.errors import PlannerError
 from headwater.planner.model import (
@@ -60,6 +62,7 @@ def _engine(
     spark_conf: dict[str, str],
     capacity_bytes: int | None,
     timings: dict[str, float],
+    client_settings: dict[str, Any] | None = None,
 ) -> Iterator[Engine]:
     if bool(snapshot) == bool(bootstrap):
         raise PlannerError("give exactly one of --snapshot FILE or --bootstrap-server HOST:PORT")
@@ -69,7 +72,7 @@ def _engine(
         from headwater.planner.live import read_live
 
         t = time.perf_counter()
-        snap = read_live(bootstrap, default_capacity_bytes=capacity_bytes)
+        snap = read_live(bootstrap, default_capacity_bytes=capacity_bytes, client_settings=client_settings)
         timings["read_live_s"] = round(time.perf_counter() - t, 3)
         if engine_name == "local":
             yield LocalEngine(snap, bootstrap)
@@ -190,6 +193,7 @@ def _engine(
 @click.option(
     "--capacity-bytes", type=int, default=None, help="Disk capacity of every broker of a live cluster."
 )
+@command_config_option
 def plan(
     snapshot: str | None,
     bootstrap: str | None,
@@ -215,6 +219,7 @@ def plan(
     spark_conf: tuple[str, ...],
     partitions_per_bucket: int,
     capacity_bytes: int | None,
+    command_config: Path | None,
 ) -> None:
     """Plan a partition reassignment with minimal data movement, or score an existing plan."""
     options = PlanOptions(
@@ -246,6 +251,7 @@ def plan(
             schedule_out,
             concurrency,
             throttle_bytes_per_s,
+            _client_settings(command_config),
         )
     except PlannerError as exc:
         raise click.ClickException(str(exc)) from None
@@ -257,6 +263,16 @@ def plan(
         render(report, console, per_broker)
         if not evaluate and output != "-":
             console.print(f"plan written to {output}")
+
+
+def _client_settings(command_config: Path | None) -> dict[str, Any] | None:
+    """--command-config as kafka-python settings (the live reader is kafka-python's admin client)."""
+    if command_config is None:
+        return None
+    try:
+        return kafka_python_settings(read_properties(command_config))
+    except SecurityConfigError as exc:
+        raise click.ClickException(f"--command-config {command_config}: {exc}") from None
 
 
 def _run(
@@ -273,9 +289,11 @@ def _run(
     schedule_out: str | None,
     concurrency: int,
     throttle_bytes_per_s: float,
+    client_settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     foreign = read_reassignment(evaluate) if evaluate else None
-    with _engine(snapshot, bootstrap, engine_name, master, spark_conf, capacity_bytes, timings) as engine:
+    with _engine(snapshot, bootstrap, engine_name, master, spark_conf, capacity_bytes, timings,
+                 client_settings) as engine:
         t = time.perf_counter()
         if foreign is not None:
             report = evaluate_plan(engine, foreign, options, concurrency, throttle_bytes_per_s)

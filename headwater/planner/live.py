@@ -25,16 +25,17 @@ def read_live(
     default_capacity_bytes: int | None = None,
     client_id: str = "headwater-plan",
     timeout_ms: int = 30_000,
+    client_settings: dict[str, Any] | None = None,
 ) -> Snapshot:
+    """``client_settings``: kafka-python keyword arguments (security, client id) from --command-config."""
     try:
         from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
     except ImportError as exc:  # pragma: no cover - kafka-python is a project dependency
         raise PlannerError(f"kafka-python is needed to read a live cluster ({exc})") from None
     try:
-        admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap, client_id=client_id, request_timeout_ms=timeout_ms
-        )
+        settings: dict[str, Any] = {"client_id": client_id, **(client_settings or {})}
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms, **settings)
     except KafkaError as exc:
         raise PlannerError(f"cannot connect to {bootstrap}: {exc}") from None
     try:

@@ -9,7 +9,7 @@ id only).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
@@ -20,14 +20,22 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
     DescribeClusterRequest,
@@ -36,10 +44,20 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+)
+from kafka.protocol.admin.groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -49,12 +67,35 @@ from kafka.protocol.consumer import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from headwater.protocol.errors import ErrorCode, KafkaError
@@ -82,21 +123,39 @@ class ApiKey(IntEnum):
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     DELETE_RECORDS = 21
     OFFSET_FOR_LEADER_EPOCH = 23
     INIT_PRODUCER_ID = 22
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
 
@@ -142,6 +201,28 @@ API_SPECS: dict[int, ApiSpec] = {
               ListPartitionReassignmentsResponse),
         _spec(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, DescribeClientQuotasRequest, DescribeClientQuotasResponse),
         _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, AlterClientQuotasRequest, AlterClientQuotasResponse),
+        # Consumer groups. FindCoordinator stops at v4 (v5+ are for transactions and share groups),
+        # OffsetCommit / OffsetFetch below v10 (topic ids only).
+        _spec(ApiKey.FIND_COORDINATOR, 0, 4, FindCoordinatorRequest, FindCoordinatorResponse),
+        _spec(ApiKey.JOIN_GROUP, 0, 9, JoinGroupRequest, JoinGroupResponse),
+        _spec(ApiKey.SYNC_GROUP, 0, 5, SyncGroupRequest, SyncGroupResponse),
+        _spec(ApiKey.HEARTBEAT, 0, 4, HeartbeatRequest, HeartbeatResponse),
+        _spec(ApiKey.LEAVE_GROUP, 0, 5, LeaveGroupRequest, LeaveGroupResponse),
+        _spec(ApiKey.OFFSET_COMMIT, 2, 9, OffsetCommitRequest, OffsetCommitResponse),
+        _spec(ApiKey.OFFSET_FETCH, 1, 9, OffsetFetchRequest, OffsetFetchResponse),
+        _spec(ApiKey.OFFSET_DELETE, 0, 0, OffsetDeleteRequest, OffsetDeleteResponse),
+        _spec(ApiKey.LIST_GROUPS, 0, 5, ListGroupsRequest, ListGroupsResponse),
+        _spec(ApiKey.DESCRIBE_GROUPS, 0, 5, DescribeGroupsRequest, DescribeGroupsResponse),
+        _spec(ApiKey.DELETE_GROUPS, 0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
+        _spec(ApiKey.DESCRIBE_ACLS, 0, 3, DescribeAclsRequest, DescribeAclsResponse),
+        _spec(ApiKey.CREATE_ACLS, 0, 3, CreateAclsRequest, CreateAclsResponse),
+        _spec(ApiKey.DELETE_ACLS, 0, 3, DeleteAclsRequest, DeleteAclsResponse),
+        _spec(ApiKey.SASL_HANDSHAKE, 0, 1, SaslHandshakeRequest, SaslHandshakeResponse),
+        _spec(ApiKey.SASL_AUTHENTICATE, 0, 2, SaslAuthenticateRequest, SaslAuthenticateResponse),
+        _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, DescribeUserScramCredentialsRequest,
+              DescribeUserScramCredentialsResponse),
+        _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, AlterUserScramCredentialsRequest,
+              AlterUserScramCredentialsResponse),
         # Inter-broker (ZooKeeper mode), advertised like a Kafka 3.4+ ZK broker does. ControlledShutdown
         # starts at v1: v0's request header has no client id, which decode_request does not parse.
         _spec(ApiKey.LEADER_AND_ISR, 0, 7, LeaderAndIsrRequest, LeaderAndIsrResponse),
@@ -160,6 +241,11 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any  # the kafka-python request object
+    # Who sent it, as the server fills it in per request: the connection's principal and "host:port".
+    principal: str = "User:ANONYMOUS"
+    client_address: str = ""
+    # What authorization checks refused while it was handled (audit records of the resources).
+    denied: list[Any] = field(default_factory=list)
 
     @property
     def api_key(self) -> int:

@@ -130,3 +130,11 @@ class KafkaError(Exception):
         super().__init__(f"{code.name}: {message}" if message else code.name)
         self.code = code
         self.message = message
+
+
+class RecordValidationError(KafkaError):
+    """A produce refused for particular records: Produce v8+ lists them as (batch index, message)."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors

@@ -24,6 +24,7 @@ from typing import Any
 from headwater.controller import events as ev
 from headwater.controller import quota
 from headwater.controller.topics import plan_create_partitions, plan_create_topic, validate_topic_name
+from headwater.coordinator.records import OFFSETS_TOPIC
 from headwater.metadata.configs import (
     DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -32,7 +33,7 @@ from headwater.metadata.configs import (
     validate_broker_config,
     validate_topic_config,
 )
-from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
+from headwater.metadata.image import BrokerEndpoint, BrokerInfo, ClusterImage, PartitionState, TopicImage
 from headwater.protocol.apis import (
     ApiKey,
     Request,
@@ -46,11 +47,16 @@ from headwater.protocol.fetch import FetchPartitionData, FetchTopicData, NodeEnd
 from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.replication.partition import LeaderAndIsrState
-from headwater.server import metrics
+from headwater.security.acl import AclOperation, ResourceType
+from headwater.server import metrics, scram_admin
+from headwater.server.authn import Authenticator
+from headwater.server.authz import Authz
+from headwater.server.cleaner import LogCleanerService
 from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
-from headwater.server.connection import Connection, Reply, serve_connection_factory
+from headwater.server.connection import Connection, Reply, current_connection, serve_connection_factory
 from headwater.server.controller_shell import ControllerShell
+from headwater.server.groups import GroupShell
 from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
 from headwater.server.replica_manager import Hosted, ReplicaManager
 from headwater.storage import LogConfig, LogManager
@@ -85,7 +91,9 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         listener = config.advertised_listener
-        self.info = BrokerInfo(config.broker_id, listener.host, listener.port, config.rack)
+        self.info = BrokerInfo(config.broker_id, listener.host, listener.port, config.rack, tuple(
+            BrokerEndpoint(a.name, a.host, a.port, a.security_protocol) for a in config.advertised))
+        self.authn = Authenticator(config, lambda mechanism, user: scram_admin.lookup(self, mechanism, user))
         for d in config.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         connect = config.props.get("zookeeper.connect")
@@ -96,6 +104,7 @@ class Broker:
         self.store = LocalMetadataStore(config.log_dirs[0], self.info)
         self.image: ClusterImage = self.store.load() if self.cluster is None else ClusterImage("", -1, {}, {})
         self.logs = LogManager(list(config.log_dirs), self._default_log_config(), clock_ms=_now_ms)
+        self.cleaner = LogCleanerService(self.logs, config.props, _now_ms)
         # Client quotas: in ZooKeeper (/config/users, /config/clients) in a cluster, else a local file.
         self.quota_store = LocalQuotaStore(config.log_dirs[0])
         self.quota_configs: dict[str, dict[str, str]] = self.quota_store.load() if self.cluster is None else {}
@@ -104,6 +113,8 @@ class Broker:
             window_seconds=float(config.props.get("controller.quota.window.size.seconds", quota.DEFAULT_WINDOW_SECONDS)),
         )
         self._configure_quotas()
+        # ACLs (when an authorizer is configured) and the audit log; ACLs come from ZooKeeper in a cluster.
+        self.authz = Authz(config.props, config.log_dirs[0], config.broker_id)
         # Dynamic broker configs (throttle rates...): this broker's own, over the cluster default.
         self.dynamic_configs: dict[str, str] = {}
         self.broker_epoch = -1
@@ -115,6 +126,7 @@ class Broker:
             broker_address=self._broker_address,
             controller_id=lambda: self.image.controller_id,
             broker_epoch=lambda: self.broker_epoch,
+            channel_security=self.authn.channel_security,
         )
         self._rng = random.Random()
         self._servers: list[asyncio.base_events.Server] = []
@@ -122,6 +134,8 @@ class Broker:
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._producer_ids = (0, 0)  # [next, end) of the block this broker owns
         self._stopping = asyncio.Event()
+        self._halt = asyncio.Event()  # set when the broker cannot go on (every log dir offline)
+        self._dir_failures: asyncio.Task[None] | None = None
         self._handlers: dict[ApiKey, Callable[[Request], Any]] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -141,7 +155,16 @@ class Broker:
             ApiKey.DELETE_RECORDS: self.delete_records,
             ApiKey.DESCRIBE_CLIENT_QUOTAS: self.describe_client_quotas,
             ApiKey.ALTER_CLIENT_QUOTAS: self.alter_client_quotas,
+            ApiKey.DESCRIBE_ACLS: self.authz.describe_acls,
+            ApiKey.CREATE_ACLS: self.authz.create_acls,
+            ApiKey.DELETE_ACLS: self.authz.delete_acls,
+            ApiKey.SASL_HANDSHAKE: self.sasl_after_authentication,
+            ApiKey.SASL_AUTHENTICATE: self.sasl_after_authentication,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda req: scram_admin.describe(self, req),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda req: scram_admin.alter(self, req),
         }
+        self.groups = GroupShell(self)
+        self._handlers.update(self.groups.handlers())
         if self.cluster is not None:
             self._handlers.update({
                 ApiKey.LEADER_AND_ISR: self.cluster.leader_and_isr,
@@ -163,6 +186,13 @@ class Broker:
         return LogConfig.from_properties({k: v for k, (v, _src) in effective.items()})
 
     async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def dir_failed(_log_dir: Path) -> None:
+            # Logs report I/O errors from whichever thread met them; the dir goes offline on the loop.
+            loop.call_soon_threadsafe(self._schedule_dir_failures)
+
+        self.logs.on_dir_failure = dir_failed
         self.logs.load()
         if self.cluster is None:
             # Open (or create) a log for every partition and drop logs of topics that no longer
@@ -176,17 +206,20 @@ class Broker:
                 if (plog.topic, plog.partition) not in wanted:
                     self.logs.delete(plog.topic, plog.partition)
         self.replicas.start()
-        loop = asyncio.get_running_loop()
+        self.groups.start()
         for listener in self.config.listeners:
             server = await loop.create_server(
-                serve_connection_factory(self._handle_frame, self.config.socket_request_max_bytes, self._connections),
+                serve_connection_factory(self._handle_frame, self.config.socket_request_max_bytes, self._connections,
+                                         listener.name, self.authn.on_open),
                 host=listener.host,
                 port=listener.port,
                 reuse_address=True,
                 backlog=512,
+                ssl=self.authn.ssl_context(listener.name),
             )
             self._servers.append(server)
-            log.info("broker %d listening on %s:%d", self.config.broker_id, listener.host, listener.port)
+            log.info("broker %d listening on %s:%d (%s, %s)", self.config.broker_id, listener.host, listener.port,
+                     listener.name, listener.security_protocol)
         self._metrics = metrics.BrokerCollector()
         metrics_port = int(self.config.props.get("metrics.port", 0))
         if metrics_port:
@@ -194,6 +227,7 @@ class Broker:
             log.info("metrics on http://%s:%d/metrics", self.config.listeners[0].host, metrics_port)
         self._publish_metrics()
         self._housekeeping_task = loop.create_task(self._housekeeping())
+        self.cleaner.start()
         if self.cluster is not None:
             # Registration comes last, once the broker can answer the controller's requests.
             await self.cluster.start()
@@ -218,6 +252,27 @@ class Broker:
             except Exception:
                 log.exception("housekeeping failed")
 
+    def _schedule_dir_failures(self) -> None:
+        if self._dir_failures is None or self._dir_failures.done():
+            self._dir_failures = asyncio.get_running_loop().create_task(self._take_failed_dirs_offline())
+
+    async def _take_failed_dirs_offline(self) -> None:
+        """Kafka's log dir failure handling: the dir's partitions stop being served (clients get
+        KAFKA_STORAGE_ERROR), the controller is told through /log_dir_event_notification and moves
+        leadership and ISR membership away; with no dir left the broker stops."""
+        for log_dir in self.logs.failed_dirs():
+            keys = self.logs.take_offline(log_dir)
+            self.replicas.drop_offline(keys)
+            log.error("broker %d: log dir %s is offline; %d partitions stopped", self.config.broker_id, log_dir, len(keys))
+            if self.cluster is not None:
+                try:
+                    await self.cluster.report_log_dir_failure()
+                except Exception:
+                    log.exception("could not notify the controller of the failed log dir %s", log_dir)
+        if not self.logs.online_dirs and not self._stopping.is_set():
+            log.error("broker %d: every log dir is offline; shutting down", self.config.broker_id)
+            self._halt.set()
+
     def _publish_metrics(self) -> None:
         hosted = list(self.replicas.partitions.values())
         led = [h for h in hosted if h.replica.is_leader]
@@ -230,6 +285,7 @@ class Broker:
             under_replicated=sum(1 for h in led if len(h.replica.isr) < len(h.replica.replicas)),
             log_end_offsets={(h.replica.topic, h.replica.partition): h.plog.log_end_offset for h in hosted},
             reassignment_moves=tuple(self.replicas.reassignment_progress(_now_ms())),
+            cleaner=self.cleaner.figures(),
         )
 
     async def stop(self) -> None:
@@ -237,6 +293,8 @@ class Broker:
             await self.cluster.stop()  # leadership moves away while we still serve followers
         self._stopping.set()
         await self._housekeeping_task
+        await self.cleaner.stop()
+        await self.groups.stop()
         await self.replicas.stop()
         for server in self._servers:
             server.close()
@@ -246,6 +304,7 @@ class Broker:
         for server in self._servers:
             await server.wait_closed()
         self.logs.close()
+        self.authz.close()
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
     async def run_until_signalled(self) -> None:
@@ -255,12 +314,23 @@ class Broker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, done.set)
         print(f"headwater broker {self.config.broker_id} ready on {self.info.host}:{self.info.port}", flush=True)
-        await done.wait()
+        halted = loop.create_task(self._halt.wait())
+        signalled = loop.create_task(done.wait())
+        await asyncio.wait([halted, signalled], return_when=asyncio.FIRST_COMPLETED)
+        halted.cancel()
+        signalled.cancel()
         await self.stop()
+        if self._halt.is_set():
+            raise SystemExit(1)
 
     # --- dispatch -------------------------------------------------------------------------------
 
     async def _handle_frame(self, conn: Connection, frame: bytearray) -> Reply | None:
+        current_connection.set(conn)
+        if self.authn.needs_gate(conn):
+            gated = self.authn.gate(conn, frame)
+            if gated is not True:
+                return gated
         try:
             request = decode_request(frame)
         except KafkaError as exc:
@@ -282,9 +352,11 @@ class Broker:
         if handler is None:  # an API we decode but do not serve yet (the inter-broker ones)
             conn.abort(f"no handler for {request.spec.key.name} v{request.version} (correlation id {request.correlation_id})")
             return None
+        request.principal, request.client_address = conn.principal, conn.peer
         result = handler(request)
         if asyncio.iscoroutine(result):
             result = await result
+        self.authz.audit_request(request, result)
         if result is None:
             return None
         if isinstance(result, list):
@@ -304,7 +376,29 @@ class Broker:
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         b = self.image.brokers.get(broker_id)
-        return (b.host, b.port) if b is not None else None
+        return (b.address(self.config.inter_broker_listener) or (b.host, b.port)) if b is not None else None
+
+    def _client_brokers(self) -> list[tuple[BrokerInfo, str, int]]:
+        """The brokers as the current client sees them: at the endpoints of the listener it came in
+        on (Kafka's way), leaving out brokers that lack that listener."""
+        conn = current_connection.get()
+        listener = conn.listener if conn is not None else None
+        out = []
+        for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
+            address = b.address(listener)
+            if address is not None:
+                out.append((b, *address))
+        return out
+
+    def sasl_after_authentication(self, req: Request) -> Any:
+        """SaslHandshake/SaslAuthenticate once authenticated, or on a listener without SASL."""
+        message = "SASL authentication is not expected on this connection now"
+        if req.spec.key == ApiKey.SASL_HANDSHAKE:
+            return req.response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+        fields: dict[str, Any] = dict(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message, auth_bytes=b"")
+        if req.version >= 1:
+            fields["session_lifetime_ms"] = 0
+        return req.response(**fields)
 
     def _lead_standalone(self, topic: TopicImage, partitions: Iterable[int]) -> None:
         """Without a controller this broker leads every partition with itself as the whole ISR."""
@@ -337,7 +431,10 @@ class Broker:
         )
 
     def _request_quota(self, req: Request, strict: bool) -> quota.RequestQuota:
-        return quota.RequestQuota(self.quotas, ANONYMOUS_USER, req.client_id or "", strict, _now_ms())
+        conn = current_connection.get()
+        principal = conn.principal if conn is not None else "User:" + ANONYMOUS_USER
+        user = principal[5:] if principal.startswith("User:") else principal
+        return quota.RequestQuota(self.quotas, user, req.client_id or "", strict, _now_ms())
 
     async def _ensure_topics(self, req: Request, names: list[str], allow_auto_create: bool) -> None:
         if not (allow_auto_create and self.config.auto_create_topics):
@@ -358,8 +455,12 @@ class Broker:
         resp_cls = req.spec.response
         topic_cls = resp_cls.MetadataResponseTopic
         part_cls = topic_cls.MetadataResponsePartition
+        unauthorized: set[str] = set()
         if body.topics is None or (req.version == 0 and not body.topics):
+            # All topics: those the principal may not describe are left out, not refused.
             names = sorted(self.image.topics)
+            if self.authz.enabled:
+                names = [n for n in names if self.authz.topic(req, AclOperation.DESCRIBE, n, note=False)]
         else:
             names = []
             for t in body.topics:
@@ -370,10 +471,19 @@ class Broker:
                 if name is not None:
                     names.append(name)
             allow = body.allow_auto_topic_creation if req.version >= 4 else True
-            await self._ensure_topics(req, names, allow)
+            unauthorized = {n for n in names if not self.authz.topic(req, AclOperation.DESCRIBE, n)}
+            if allow and self.config.auto_create_topics and not self.authz.cluster(req, AclOperation.CREATE, note=False):
+                # Auto-creation needs CREATE on the cluster or on the topic (Kafka's rule).
+                unauthorized |= {n for n in names if n not in unauthorized and n not in self.image.topics
+                                 and not self.authz.topic(req, AclOperation.CREATE, n)}
+            await self._ensure_topics(req, [n for n in names if n not in unauthorized], allow)
         topics = []
         for name in names:
             topic = self.image.topics.get(name)
+            if name in unauthorized:
+                topics.append(topic_cls(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                        topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
+                continue
             if topic is None:
                 try:
                     validate_topic_name(name)
@@ -390,29 +500,39 @@ class Broker:
                     leader_epoch=s.leader_epoch,
                     replica_nodes=list(s.replicas),
                     isr_nodes=list(s.isr),
-                    offline_replicas=[r for r in s.replicas if r not in self.image.brokers],
+                    offline_replicas=[r for r in s.replicas if r not in self.image.brokers or r in s.offline_replicas],
                 )
                 for p, s in sorted(topic.partitions.items())
             ]
-            topics.append(topic_cls(error_code=0, name=name, topic_id=topic.topic_id, is_internal=False,
-                                    partitions=partitions))
+            extra: dict[str, Any] = {}
+            if req.version >= 8 and body.include_topic_authorized_operations:
+                extra["authorized_operations"] = self.authz.authorized_operations(req, ResourceType.TOPIC, name)
+            topics.append(topic_cls(error_code=0, name=name, topic_id=topic.topic_id, is_internal=name == OFFSETS_TOPIC,
+                                    partitions=partitions, **extra))
         brokers = [
-            resp_cls.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-            for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
+            resp_cls.MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
+            for b, host, port in self._client_brokers()
         ]
+        cluster_ops: dict[str, Any] = {}
+        if 8 <= req.version <= 10 and body.include_cluster_authorized_operations:
+            cluster_ops["authorized_operations"] = self.authz.authorized_operations(req, ResourceType.CLUSTER)
         return req.response(
             throttle_time_ms=0,
             brokers=brokers,
             cluster_id=self.image.cluster_id,
             controller_id=self.image.controller_id,
             topics=topics,
+            **cluster_ops,
         )
 
     def describe_cluster(self, req: Request) -> Any:
         brokers = [
-            req.spec.response.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-            for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
+            req.spec.response.DescribeClusterBroker(broker_id=b.broker_id, host=host, port=port, rack=b.rack)
+            for b, host, port in self._client_brokers()
         ]
+        cluster_ops: dict[str, Any] = {}
+        if req.body.include_cluster_authorized_operations:
+            cluster_ops["authorized_operations"] = self.authz.authorized_operations(req, ResourceType.CLUSTER)
         return req.response(
             throttle_time_ms=0,
             error_code=0,
@@ -420,6 +540,7 @@ class Broker:
             cluster_id=self.image.cluster_id,
             controller_id=self.image.controller_id,
             brokers=brokers,
+            **cluster_ops,
         )
 
     # --- Produce ----------------------------------------------------------------------------------
@@ -435,12 +556,16 @@ class Broker:
         for topic_data in body.topic_data:
             name = topic_data.name
             parts = []
+            writable = self.authz.topic(req, AclOperation.WRITE, name)
             for pd in topic_data.partition_data:
                 base_offset, log_start, code, message = -1, -1, ErrorCode.NONE, None
+                record_errors: list[Any] = []
                 wait = None
                 try:
                     if acks not in (-1, 0, 1):
                         raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+                    if not writable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     if body.transactional_id is not None:
                         raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
                     hosted = self._leader(name, pd.index)
@@ -458,10 +583,12 @@ class Broker:
                     log_start = hosted.plog.log_start_offset
                 except KafkaError as exc:
                     code, message = exc.code, exc.message
+                    record_errors = [part_resp_cls.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                     for i, m in getattr(exc, "record_errors", ())]
                 except ValueError as exc:  # a malformed batch header
                     code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)
                 part = part_resp_cls(index=pd.index, error_code=code, base_offset=base_offset,
-                                     log_append_time_ms=-1, log_start_offset=log_start, record_errors=[],
+                                     log_append_time_ms=-1, log_start_offset=log_start, record_errors=record_errors,
                                      error_message=message)
                 parts.append(part)
                 if wait is not None:
@@ -479,7 +606,23 @@ class Broker:
 
     # --- Fetch ------------------------------------------------------------------------------------
 
-    def _read_fetch(self, req: Request) -> tuple[list[FetchTopicData], int]:
+    def _fetch_refused(self, req: Request) -> set[str]:
+        """Topics this fetch may not read: all of them for a follower without CLUSTER_ACTION, else
+        those the consumer may not READ."""
+        if not self.authz.enabled:
+            return set()  # the fetch hot path pays nothing without an authorizer
+        body = req.body
+        replica_id = body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)
+        names = set()
+        for ft in body.topics:
+            found = self.image.topic_by_id(ft.topic_id) if req.version >= 13 else None
+            names.add(ft.topic if req.version < 13 else (found.name if found else ""))
+        names.discard("")
+        if replica_id >= 0:
+            return set() if self.authz.cluster(req, AclOperation.CLUSTER_ACTION) else names
+        return {n for n in sorted(names) if not self.authz.topic(req, AclOperation.READ, n)}
+
+    def _read_fetch(self, req: Request, refused: set[str]) -> tuple[list[FetchTopicData], int]:
         body = req.body
         replica_id = body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)
         replica_epoch = -1 if req.version < 15 or body.replica_state is None else body.replica_state.replica_epoch
@@ -502,6 +645,8 @@ class Broker:
                 try:
                     if image_topic is None and req.version >= 13:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                    if name in refused:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     current_epoch = fp.current_leader_epoch if req.version >= 9 else -1
                     limit = min(fp.partition_max_bytes, max(budget - total, 0))
                     if is_follower:
@@ -555,17 +700,18 @@ class Broker:
             error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
             topics: list[FetchTopicData] = []
         else:
-            topics, total = self._read_fetch(req)
+            refused = self._fetch_refused(req)
+            topics, total = self._read_fetch(req, refused)
             if total < body.min_bytes and body.max_wait_ms > 0 and not any(
                 p.error_code or p.diverging_epoch for t in topics for p in t.partitions
             ):
                 await self._wait_for_data(topics, body.max_wait_ms / 1000.0)
-                topics, total = self._read_fetch(req)
+                topics, total = self._read_fetch(req, refused)
         endpoints: tuple[NodeEndpoint, ...] = ()
         if req.version >= 16 and any(
             p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) for t in topics for p in t.partitions
         ):
-            endpoints = tuple(NodeEndpoint(b.broker_id, b.host, b.port, b.rack) for b in self.image.brokers.values())
+            endpoints = tuple(NodeEndpoint(b.broker_id, host, port, b.rack) for b, host, port in self._client_brokers())
         parts, _size = encode_fetch_response(
             req.version, req.correlation_id, topics, error_code=error, session_id=0, node_endpoints=endpoints
         )
@@ -598,9 +744,12 @@ class Broker:
         topics = []
         for t in req.body.topics:
             parts = []
+            describable = self.authz.topic(req, AclOperation.DESCRIBE, t.name)
             for p in t.partitions:
                 code, ts, offset, epoch = ErrorCode.NONE, -1, -1, -1
                 try:
+                    if not describable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     hosted = self._leader(t.name, p.partition_index, p.current_leader_epoch if req.version >= 4 else -1)
                     plog = hosted.plog
                     epoch = hosted.replica.leader_epoch
@@ -627,11 +776,21 @@ class Broker:
         topic_cls = resp_cls.OffsetForLeaderTopicResult
         part_cls = topic_cls.EpochEndOffset
         topics = []
+        # A follower (replica id >= 0, v3+) needs CLUSTER_ACTION; a consumer DESCRIBE on each topic.
+        follower = req.version >= 3 and req.body.replica_id >= 0
+        cluster_ok = not follower or self.authz.cluster(req, AclOperation.CLUSTER_ACTION)
         for t in req.body.topics:
             parts = []
+            refused = ErrorCode.NONE
+            if not cluster_ok:
+                refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            elif not follower and not self.authz.topic(req, AclOperation.DESCRIBE, t.topic):
+                refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             for p in t.partitions:
                 code, epoch, end = ErrorCode.NONE, -1, -1
                 try:
+                    if refused:
+                        raise KafkaError(refused)
                     hosted = self._leader(t.topic, p.partition, p.current_leader_epoch)
                     epoch, end = hosted.plog.end_offset_for_epoch(p.leader_epoch)
                 except KafkaError as exc:
@@ -646,6 +805,10 @@ class Broker:
         body = req.body
         if body.transactional_id is not None:
             return req.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                producer_id=-1, producer_epoch=-1)
+        # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+        if not self.authz.any_topic(req, AclOperation.WRITE) and not self.authz.cluster(req, AclOperation.IDEMPOTENT_WRITE):
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                 producer_id=-1, producer_epoch=-1)
         if req.version >= 3 and body.producer_id >= 0:
             # An idempotent producer bumping its epoch after an error keeps its id.
@@ -753,11 +916,14 @@ class Broker:
         seen: dict[str, int] = {}
         for t in body.topics:
             seen[t.name] = seen.get(t.name, 0) + 1
+        cluster_create = self.authz.cluster(req, AclOperation.CREATE, note=False)
         for t in body.topics:
             code, message, topic = ErrorCode.NONE, None, None
             try:
                 if seen[t.name] > 1:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+                if not cluster_create and not self.authz.topic(req, AclOperation.CREATE, t.name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
                 configs = {c.name: c.value for c in t.configs}
                 topic = await self._create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
@@ -775,6 +941,9 @@ class Broker:
                         configs=[config_cls(name=k, value=v, read_only=False, config_source=src, is_sensitive=False)
                                  for k, (v, src) in sorted(effective.items())],
                     )
+                    if not self.authz.topic(req, AclOperation.DESCRIBE_CONFIGS, t.name, note=False):
+                        # Created, but its configs are not this principal's to see (Kafka's rule).
+                        fields.update(configs=[], topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 else:
                     fields.update(num_partitions=-1, replication_factor=-1, configs=[])
             results.append(result_cls(**fields))
@@ -821,6 +990,8 @@ class Broker:
                     if found is None:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
                     name = found.name
+                if not self.authz.topic(req, AclOperation.DELETE, name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 topic = await self._delete_topic(name, rq)
                 topic_id = topic.topic_id
             except KafkaError as exc:
@@ -836,6 +1007,8 @@ class Broker:
         for t in body.topics:
             code, message = ErrorCode.NONE, None
             try:
+                if not self.authz.topic(req, AclOperation.ALTER, t.name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
                 if self.cluster is not None:
                     await self._create_partitions_in_cluster(t.name, t.count, assignments, body.validate_only, rq)
@@ -861,9 +1034,12 @@ class Broker:
         topics = []
         for t in req.body.topics:
             parts = []
+            deletable = self.authz.topic(req, AclOperation.DELETE, t.name)
             for p in t.partitions:
                 code, low = ErrorCode.NONE, -1
                 try:
+                    if not deletable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     plog = self._leader(t.name, p.partition_index).plog
                     target = plog.high_watermark if p.offset == -1 else p.offset
                     if target < 0 or target > plog.high_watermark:
@@ -928,6 +1104,14 @@ class Broker:
             await self.cluster.write_entity_configs("brokers", entity, configs)
             await self.refresh_broker_configs()
 
+    def _authorize_config(self, req: Request, resource_type: int, name: str, op: AclOperation) -> None:
+        """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for broker configs."""
+        if resource_type == RESOURCE_TOPIC:
+            if not self.authz.topic(req, op, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        elif not self.authz.cluster(req, op):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
+
     async def describe_configs(self, req: Request) -> Any:
         result_cls = req.spec.response.DescribeConfigsResult
         entry_cls = result_cls.DescribeConfigsResourceResult
@@ -935,6 +1119,7 @@ class Broker:
         for res in req.body.resources:
             code, message, entries = ErrorCode.NONE, None, []
             try:
+                self._authorize_config(req, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS)
                 if res.resource_type == RESOURCE_TOPIC:
                     topic = self.image.topics.get(res.resource_name)
                     if topic is None:
@@ -988,6 +1173,7 @@ class Broker:
         for res in req.body.resources:
             code, message = ErrorCode.NONE, None
             try:
+                self._authorize_config(req, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
                 if res.resource_type != RESOURCE_TOPIC:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Only topic configs can be altered on this broker")
                 # AlterConfigs replaces the whole set.
@@ -1005,6 +1191,7 @@ class Broker:
         for res in req.body.resources:
             code, message = ErrorCode.NONE, None
             try:
+                self._authorize_config(req, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
                 if res.resource_type == RESOURCE_BROKER:
                     await self._alter_broker_configs(res.resource_name, list(res.configs), req.body.validate_only)
                     out.append(resp_cls(error_code=0, error_message=None, resource_type=res.resource_type,
@@ -1055,6 +1242,9 @@ class Broker:
         entry_cls = req.spec.response.EntryData
         entity_cls = entry_cls.EntityData
         value_cls = entry_cls.ValueData
+        if not self.authz.cluster(req, AclOperation.DESCRIBE_CONFIGS):
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                error_message="Authorization failed.", entries=None)
         filters = [(c.entity_type, c.match_type, c.match) for c in req.body.components]
         entries = []
         try:
@@ -1062,9 +1252,12 @@ class Broker:
                 entity = quota.parse_entity_path(path)
                 if not values or not quota.entity_matches(entity, filters, req.body.strict):
                     continue
+                quota_values = {k: v for k, v in values.items() if not scram_admin.is_credential_key(k)}
+                if not quota_values:
+                    continue
                 entries.append(entry_cls(
                     entity=[entity_cls(entity_type=t, entity_name=n) for t, n in quota.entity_components(entity)],
-                    values=[value_cls(key=k, value=float(v)) for k, v in sorted(values.items())],
+                    values=[value_cls(key=k, value=float(v)) for k, v in sorted(quota_values.items())],
                 ))
         except ValueError as exc:
             return req.response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), entries=None)
@@ -1078,6 +1271,11 @@ class Broker:
     async def alter_client_quotas(self, req: Request) -> Any:
         entry_cls = req.spec.response.EntryData
         entity_cls = entry_cls.EntityData
+        if not self.authz.cluster(req, AclOperation.ALTER_CONFIGS):
+            return req.response(throttle_time_ms=0, entries=[entry_cls(
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.",
+                entity=[entity_cls(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+                for entry in req.body.entries])
         updated = dict(self.quota_configs)
         out = []
         for entry in req.body.entries:
@@ -1085,10 +1283,13 @@ class Broker:
             try:
                 entity = quota.parse_entity([(e.entity_type, e.entity_name) for e in entry.entity])
                 path = quota.entity_path(entity)
-                current = {k: float(v) for k, v in updated.get(path, {}).items()}
+                existing = updated.get(path, {})
+                # The user's SCRAM credentials share the map: carried over untouched.
+                kept = {k: v for k, v in existing.items() if scram_admin.is_credential_key(k)}
+                current = {k: float(v) for k, v in existing.items() if k not in kept}
                 new = quota.apply_ops(current, [(o.key, o.value, o.remove) for o in entry.ops])
-                if new:
-                    updated[path] = {k: repr(v) for k, v in new.items()}
+                if new or kept:
+                    updated[path] = {**kept, **{k: repr(v) for k, v in new.items()}}
                 else:
                     updated.pop(path, None)
             except ValueError as exc:
@@ -1097,15 +1298,19 @@ class Broker:
                 entity_cls(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity]))
         # Entries are independent, but a failed one changes nothing: only valid entries were folded in.
         if not req.body.validate_only and updated != self.quota_configs:
-            if self.cluster is not None:
-                for path in sorted(set(updated) | set(self.quota_configs)):
-                    if updated.get(path) != self.quota_configs.get(path):
-                        await self.cluster.write_quota_configs(path, updated.get(path, {}))
-            else:
-                self.quota_store.save(updated)
-            self.quota_configs = updated
-            self._configure_quotas()
+            await self.save_user_configs(updated)
         return req.response(throttle_time_ms=0, entries=out)
+
+    async def save_user_configs(self, updated: dict[str, dict[str, str]]) -> None:
+        """Write the user/client config maps that changed (quotas, SCRAM credentials) and use them."""
+        if self.cluster is not None:
+            for path in sorted(set(updated) | set(self.quota_configs)):
+                if updated.get(path) != self.quota_configs.get(path):
+                    await self.cluster.write_quota_configs(path, updated.get(path, {}))
+        else:
+            self.quota_store.save(updated)
+        self.quota_configs = updated
+        self._configure_quotas()
 
     # --- DescribeLogDirs --------------------------------------------------------------------------
 
@@ -1113,6 +1318,9 @@ class Broker:
         result_cls = req.spec.response.DescribeLogDirsResult
         topic_cls = result_cls.DescribeLogDirsTopic
         part_cls = topic_cls.DescribeLogDirsPartition
+        if not self.authz.cluster(req, AclOperation.DESCRIBE):
+            refused: dict[str, Any] = {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED} if req.version >= 3 else {}
+            return req.response(throttle_time_ms=0, results=[], **refused)
         wanted = None
         if req.body.topics is not None:
             wanted = {(t.topic, p) for t in req.body.topics for p in t.partitions}
@@ -1125,6 +1333,13 @@ class Broker:
             by_dir.setdefault(self.logs.log_dir_of(plog), {}).setdefault(plog.topic, []).append(entry)
         results = []
         for d, topics in by_dir.items():
+            if d in self.logs.offline_dirs:
+                # Kafka lists an offline dir with KAFKA_STORAGE_ERROR and nothing in it.
+                offline: dict[str, Any] = dict(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(d), topics=[])
+                if req.version >= 4:
+                    offline.update(total_bytes=-1, usable_bytes=-1)
+                results.append(result_cls(**offline))
+                continue
             fields: dict[str, Any] = dict(error_code=0, log_dir=str(d), topics=[
                 topic_cls(name=name, partitions=sorted(parts, key=lambda x: x.partition_index))
                 for name, parts in sorted(topics.items())

@@ -11,9 +11,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import struct
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
+
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+from headwater.security.sasl import SaslClient, SaslError
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -24,8 +30,22 @@ class ChannelError(Exception):
     """The destination could not be reached, or the connection broke with requests in flight."""
 
 
+@dataclass(frozen=True)
+class ChannelSecurity:
+    """How this broker connects to its peers: the inter-broker listener's TLS and SASL settings."""
+
+    ssl_context: ssl.SSLContext | None = None
+    mechanism: str | None = None  # SASL mechanism, None without SASL
+    username: str = ""
+    password: str = ""
+
+
+PLAINTEXT = ChannelSecurity()
+
+
 class BrokerChannel:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, security: ChannelSecurity = PLAINTEXT) -> None:
+        self.security = security
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -43,13 +63,41 @@ class BrokerChannel:
                 return self._writer
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port, limit=64 * 1024 * 1024), CONNECT_TIMEOUT_S
+                    asyncio.open_connection(self.host, self.port, limit=64 * 1024 * 1024, ssl=self.security.ssl_context),
+                    CONNECT_TIMEOUT_S,
                 )
             except (OSError, TimeoutError) as exc:
                 raise ChannelError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+            if self.security.mechanism is not None:
+                try:
+                    await asyncio.wait_for(self._authenticate(reader, writer), CONNECT_TIMEOUT_S)
+                except (OSError, TimeoutError, asyncio.IncompleteReadError, SaslError) as exc:
+                    writer.close()
+                    raise ChannelError(f"SASL authentication to {self.host}:{self.port} failed: {exc!r}") from None
             self._reader, self._writer = reader, writer
             self._read_task = asyncio.get_running_loop().create_task(self._read_loop(reader))
             return writer
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: Any,
+                        version: int) -> Any:
+        request.with_header(correlation_id=next(self._correlation), client_id=self.client_id)
+        writer.write(request.encode(header=True, framed=True))
+        size = _SIZE.unpack(await reader.readexactly(4))[0]
+        return request.header.get_response_class().decode(await reader.readexactly(size), version=version, header=True)
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """SaslHandshake v1 and SaslAuthenticate v1 before the channel carries anything else."""
+        assert self.security.mechanism is not None
+        client = SaslClient(self.security.mechanism, self.security.username, self.security.password)
+        hs = await self._exchange(reader, writer, SaslHandshakeRequest(version=1, mechanism=client.mechanism), 1)
+        if hs.error_code != 0:
+            raise SaslError(f"handshake error {hs.error_code}; the peer enables {hs.mechanisms}")
+        token: bytes | None = client.initial()
+        while token is not None:
+            resp = await self._exchange(reader, writer, SaslAuthenticateRequest(version=1, auth_bytes=token), 1)
+            if resp.error_code != 0:
+                raise SaslError(f"error {resp.error_code}: {resp.error_message}")
+            token = client.respond(bytes(resp.auth_bytes))
 
     async def request(self, request: Any, version: int, timeout_s: float = 30.0) -> Any:
         """Send a kafka-python request object at ``version``; return the decoded response."""
@@ -115,7 +163,8 @@ class ChannelPool:
     """One channel per key (a broker, or a broker and a purpose). A broker that comes back on
     another address gets a new channel, and the old one is closed rather than left connected."""
 
-    def __init__(self) -> None:
+    def __init__(self, security: ChannelSecurity = PLAINTEXT) -> None:
+        self._security = security
         self._channels: dict[Hashable, BrokerChannel] = {}
 
     def get(self, key: Hashable, host: str, port: int, client_id: str) -> BrokerChannel:
@@ -123,7 +172,7 @@ class ChannelPool:
         if ch is None or (ch.host, ch.port) != (host, port):
             if ch is not None:
                 ch.close()
-            ch = self._channels[key] = BrokerChannel(host, port, client_id)
+            ch = self._channels[key] = BrokerChannel(host, port, client_id, self._security)
         return ch
 
     def close(self) -> None:

@@ -23,18 +23,20 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
+from headwater.controller import effects as fx
 from headwater.controller import events as ev
 from headwater.controller.controller import ControllerConfig, not_controller_response
 from headwater.metadata import zk as znodes
 from headwater.metadata.configs import effective_topic_config
-from headwater.metadata.image import BrokerInfo, ClusterImage, PartitionState, TopicImage
+from headwater.metadata.image import BrokerEndpoint, BrokerInfo, ClusterImage, PartitionState, TopicImage
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import ControlledShutdownRequest, iter_leader_and_isr
 from headwater.protocol.reassignments import encode_list_reassignments_response
 from headwater.replication.partition import LeaderAndIsrState
+from headwater.security.acl import AclOperation
 from headwater.server.channel import BrokerChannel, ChannelError
 from headwater.server.controller_shell import ControllerShell
-from headwater.server.zk import DuplicateRegistrationError, ZooKeeper
+from headwater.server.zk import DuplicateRegistrationError, ZooKeeper, zookeeper_security
 
 if TYPE_CHECKING:
     from headwater.server.broker import Broker
@@ -67,7 +69,8 @@ class ClusterMember:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.zk = ZooKeeper(self.connect, self.session_timeout_ms, loop)
+        digest, secure_acls = zookeeper_security(self.broker.config.props)
+        self.zk = ZooKeeper(self.connect, self.session_timeout_ms, loop, digest=digest, secure_acls=secure_acls)
         await self.zk.start()
         self.zk.on_session_lost(self._session_lost)
         await self.zk.create_top_level_paths()
@@ -75,6 +78,7 @@ class ClusterMember:
         self.broker.image = ClusterImage(self.cluster_id, -1, {}, {})
         await self.broker.refresh_broker_configs()
         await self.broker.refresh_quota_configs()
+        await self.broker.authz.attach_zookeeper(self.zk)
         await self._register()
         self.watch_config_changes()
         self.zk.watch_data(PATHS.CONTROLLER, self._on_controller_change)
@@ -93,7 +97,8 @@ class ClusterMember:
     async def _register(self) -> None:
         assert self.zk is not None
         cfg = self.broker.config
-        endpoints = tuple(znodes.Endpoint(listener.name, listener.host, listener.port) for listener in cfg.advertised)
+        endpoints = tuple(znodes.Endpoint(listener.name, listener.host, listener.port, listener.security_protocol)
+                          for listener in cfg.advertised)
         reg = znodes.BrokerRegistration(cfg.broker_id, endpoints, int(time.time() * 1000), cfg.rack)
         # A broker restarted within the session timeout finds its previous life's ephemeral node
         # still there. Kafka gives up at once; waiting for that session to expire (it will, the
@@ -155,7 +160,8 @@ class ClusterMember:
                     address = self.broker._broker_address(controller)
                     if address is None:
                         return
-                    ch = BrokerChannel(address[0], address[1], f"broker-{self.broker_id}-shutdown")
+                    ch = BrokerChannel(address[0], address[1], f"broker-{self.broker_id}-shutdown",
+                                       self.broker.authn.channel_security)
                     try:
                         req = ControlledShutdownRequest(version=3, broker_id=self.broker_id,
                                                         broker_epoch=self.broker.broker_epoch)
@@ -190,7 +196,8 @@ class ClusterMember:
                 self.broker_id, self.zk,
                 ControllerConfig(cfg.num_partitions, cfg.default_replication_factor, cfg.delete_topic_enable,
                                  cfg.props.get("unclean.leader.election.enable", "false") == "true"),
-                on_resigned=self._resigned,
+                on_resigned=self._resigned, listener_name=cfg.inter_broker_listener,
+                channel_security=self.broker.authn.channel_security,
             )
             self.shell = shell
             await shell.start(*won)
@@ -205,6 +212,10 @@ class ClusterMember:
         asyncio.get_running_loop().create_task(self._elect())
 
     # --- requests from the controller --------------------------------------------------------------------
+
+    def _refused(self, req: Any, op: AclOperation = AclOperation.CLUSTER_ACTION) -> ErrorCode:
+        """CLUSTER_AUTHORIZATION_FAILED unless the sender may perform ``op`` on the cluster."""
+        return ErrorCode.NONE if self.broker.authz.cluster(req, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
     def _check_epochs(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         # Only an older epoch is stale (Kafka's rule): the controller may see this broker's new
@@ -227,7 +238,7 @@ class ClusterMember:
 
     async def leader_and_isr(self, req: Any) -> Any:
         body = req.body
-        error = self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 2 else -1)
+        error = self._refused(req) or self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 2 else -1)
         topic_errors: dict[str, list[tuple[int, ErrorCode]]] = {}
         topic_ids: dict[str, uuid.UUID] = {}
         if error == ErrorCode.NONE:
@@ -273,14 +284,23 @@ class ClusterMember:
 
     def update_metadata(self, req: Any) -> Any:
         body = req.body
-        error = self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 5 else -1)
+        error = self._refused(req) or self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 5 else -1)
         if error != ErrorCode.NONE:
             return req.response(error_code=error)
         brokers = {}
+        inter_broker = self.broker.config.inter_broker_listener
         for b in body.live_brokers:
-            ep = b.endpoints[0] if req.version >= 1 and b.endpoints else None
-            host, port = (ep.host, ep.port) if ep is not None else (b.v0_host, b.v0_port)
-            brokers[b.id] = BrokerInfo(b.id, host, port, getattr(b, "rack", None))
+            endpoints: tuple[BrokerEndpoint, ...] = ()
+            if req.version >= 1 and b.endpoints:
+                # v1-2 endpoints carry no listener name: the security protocol's name is the listener's.
+                endpoints = tuple(BrokerEndpoint(getattr(e, "listener", None) or znodes.SECURITY_PROTOCOLS[e.security_protocol],
+                                                 e.host, e.port, znodes.SECURITY_PROTOCOLS[e.security_protocol])
+                                  for e in b.endpoints)
+                ep = next((e for e in endpoints if e.listener == inter_broker), endpoints[0])
+                host, port = ep.host, ep.port
+            else:
+                host, port = b.v0_host, b.v0_port
+            brokers[b.id] = BrokerInfo(b.id, host, port, getattr(b, "rack", None), endpoints)
         image = self.broker.image
         topics: dict[str, TopicImage] = dict(image.topics)
         states = ([(t.topic_name, getattr(t, "topic_id", None), p) for t in body.topic_states for p in t.partition_states]
@@ -300,7 +320,8 @@ class ClusterMember:
                 continue
             if topic_id:
                 ids[topic] = topic_id
-            parts[p.partition_index] = PartitionState(tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr))
+            parts[p.partition_index] = PartitionState(tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr),
+                                                      offline_replicas=tuple(getattr(p, "offline_replicas", None) or ()))
             if self.broker_id not in p.replicas:
                 outside.append((topic, p.partition_index))
         for topic, parts in partitions.items():
@@ -339,7 +360,7 @@ class ClusterMember:
 
     def stop_replica(self, req: Any) -> Any:
         body = req.body
-        error = self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 1 else -1)
+        error = self._refused(req) or self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 1 else -1)
         resp_cls = req.spec.response
         P = resp_cls.StopReplicaPartitionError
         errors = []
@@ -359,6 +380,8 @@ class ClusterMember:
 
     async def alter_partition(self, req: Any) -> Any:
         body = req.body
+        if self._refused(req):
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[])
         items = tuple(
             ev.AlterPartitionItem(t.topic_name, p.partition_index, p.leader_epoch, tuple(p.new_isr), p.partition_epoch,
                                   getattr(p, "leader_recovery_state", 0))
@@ -379,6 +402,8 @@ class ClusterMember:
 
     async def controlled_shutdown(self, req: Any) -> Any:
         body = req.body
+        if self._refused(req):
+            return req.response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, remaining_partitions=[])
         result = await self._controller_request(ev.ControlledShutdownRequested(body.broker_id, body.broker_epoch))
         P = req.spec.response.RemainingPartition
         return req.response(error_code=result.error, remaining_partitions=[
@@ -443,7 +468,14 @@ class ClusterMember:
             (t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))
             for t in body.topics for p in t.partitions
         )
-        result = await self._controller_request(ev.AlterPartitionReassignmentsRequested(partitions, allow_rf_change))
+        if self._refused(req, AclOperation.ALTER):
+            # Refused before the controller sees it: no reassignment starts or is cancelled.
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            result = fx.AlterPartitionReassignmentsResponse(
+                denied, tuple(fx.ReassignmentResult(t, p, denied, "Authorization failed.") for t, p, _r in partitions),
+                "Authorization failed.")
+        else:
+            result = await self._controller_request(ev.AlterPartitionReassignmentsRequested(partitions, allow_rf_change))
         T = req.spec.response.ReassignableTopicResponse
         P = T.ReassignablePartitionResponse
         by_topic: dict[str, list[Any]] = {}
@@ -458,11 +490,22 @@ class ClusterMember:
     async def list_partition_reassignments(self, req: Any) -> Any:
         body = req.body
         wanted = None if body.topics is None else tuple((t.name, p) for t in body.topics for p in t.partition_indexes)
+        if self._refused(req, AclOperation.DESCRIBE):
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                error_message="Authorization failed.", topics=[])
         result = await self._controller_request(ev.ListPartitionReassignmentsRequested(wanted))
         # Written directly, not through the codec's objects: at 10,000 moves in flight those cost
         # more than the controller's answer (headwater/protocol/reassignments.py).
         return [encode_list_reassignments_response(req.version, req.correlation_id, result.partitions,
                                                    error_code=result.error)]
+
+    async def report_log_dir_failure(self) -> None:
+        """Tell the controller a log dir failed (Kafka's /log_dir_event_notification); it then asks this
+        broker, with a LeaderAndIsr, which replicas are gone, and moves leadership away from them."""
+        if self.zk is None:
+            return
+        await self.zk.create(PATHS.LOG_DIR_EVENT_PREFIX, znodes.encode_log_dir_event(self.broker.config.broker_id),
+                             sequence=True)
 
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
         assert self.zk is not None

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+
+from headwater.metadata.zk import SECURITY_PROTOCOLS
+
+_LISTENER = re.compile(r"([A-Za-z][A-Za-z0-9_]*)://(\[[0-9A-Fa-f:.]+\]|[^:/\s]*):([0-9]+)")
 
 
 class ConfigError(ValueError):
     """A broker configuration that cannot work; the message names the key."""
+
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +22,15 @@ class Listener:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -32,10 +47,15 @@ class BrokerConfig:
     socket_request_max_bytes: int
     rack: str | None
     delete_topic_enable: bool
+    inter_broker_listener: str = "PLAINTEXT"
 
     @property
     def advertised_listener(self) -> Listener:
-        return self.advertised[0]
+        """The endpoint other brokers reach this one on: the inter-broker listener's advertised address."""
+        return next((lst for lst in self.advertised if lst.name == self.inter_broker_listener), self.advertised[0])
+
+    def listener(self, name: str) -> Listener:
+        return next(lst for lst in self.listeners if lst.name == name)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -55,19 +75,70 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-def _listeners(value: str, key: str) -> tuple[Listener, ...]:
-    out = []
+def protocol_map(props: dict[str, str]) -> dict[str, str]:
+    """``listener.security.protocol.map`` (``CLIENT:SASL_SSL,REPLICATION:SSL``); without it, Kafka's
+    default maps each security protocol name to itself."""
+    value = props.get("listener.security.protocol.map")
+    if value is None:
+        return {p: p for p in SECURITY_PROTOCOLS}
+    out: dict[str, str] = {}
     for item in value.split(","):
         item = item.strip()
         if not item:
             continue
-        parts = urlsplit(item)
-        if not parts.scheme or parts.port is None:
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name:
+            raise ConfigError(f"listener.security.protocol.map: {item!r} is not of the form NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map: {protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+        out[name] = protocol
+    return out
+
+
+def _listeners(value: str, key: str, protocols: dict[str, str]) -> tuple[Listener, ...]:
+    out: list[Listener] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        # Not urlsplit: listener names have underscores (SASL_SSL), which URL schemes may not.
+        m = _LISTENER.fullmatch(item)
+        if m is None or int(m.group(3)) > 65535:
             raise ConfigError(f"{key}: {item!r} is not of the form NAME://host:port")
-        out.append(Listener(parts.scheme.upper(), parts.hostname or "0.0.0.0", parts.port))
+        name, host, port = m.group(1).upper(), m.group(2), int(m.group(3))
+        host = host[1:-1] if host.startswith("[") else host
+        if name not in protocols:
+            raise ConfigError(f"{key}: listener {name} has no entry in listener.security.protocol.map")
+        if any(lst.name == name for lst in out):
+            raise ConfigError(f"{key}: listener name {name} appears more than once")
+        out.append(Listener(name, host or "0.0.0.0", port, protocols[name]))
     if not out:
         raise ConfigError(f"{key} is empty")
     return tuple(out)
+
+
+def _inter_broker_listener(props: dict[str, str], listeners: tuple[Listener, ...], protocols: dict[str, str]) -> str:
+    """``inter.broker.listener.name``, or the listener named after ``security.inter.broker.protocol``
+    (PLAINTEXT by default), as Kafka resolves them; the two keys together are an error."""
+    name = props.get("inter.broker.listener.name")
+    protocol = props.get("security.inter.broker.protocol")
+    if name is not None and protocol is not None:
+        raise ConfigError("inter.broker.listener.name and security.inter.broker.protocol cannot both be set")
+    if name is None:
+        protocol = (protocol or "PLAINTEXT").upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"security.inter.broker.protocol={protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+        name = protocol
+        if not any(lst.name == name for lst in listeners):
+            # A single-listener broker (the old configs) talks to its peers on that listener.
+            if len(listeners) == 1 and "security.inter.broker.protocol" not in props:
+                return listeners[0].name
+            raise ConfigError(f"security.inter.broker.protocol={protocol}: no listener named {protocol}")
+    name = name.strip().upper()
+    if not any(lst.name == name for lst in listeners):
+        raise ConfigError(f"inter.broker.listener.name={name} is not one of the listeners")
+    return name
 
 
 def _int(props: dict[str, str], key: str, default: int) -> int:
@@ -90,8 +161,15 @@ def broker_config(props: dict[str, str]) -> BrokerConfig:
     broker_id = _int(props, "broker.id" if "broker.id" in props else "node.id", 0)
     if broker_id < 0:
         raise ConfigError("broker.id must be >= 0")
-    listeners = _listeners(props.get("listeners", "PLAINTEXT://127.0.0.1:9092"), "listeners")
-    advertised = _listeners(props["advertised.listeners"], "advertised.listeners") if "advertised.listeners" in props else listeners
+    protocols = protocol_map(props)
+    listeners = _listeners(props.get("listeners", "PLAINTEXT://127.0.0.1:9092"), "listeners", protocols)
+    advertised = _listeners(props["advertised.listeners"], "advertised.listeners", protocols) \
+        if "advertised.listeners" in props else listeners
+    if len({lst.port for lst in listeners}) != len(listeners):
+        raise ConfigError("listeners: each listener needs its own port")
+    for adv in advertised:
+        if not any(lst.name == adv.name for lst in listeners):
+            raise ConfigError(f"advertised.listeners: {adv.name} is not one of the listeners")
     dirs = props.get("log.dirs") or props.get("log.dir")
     if not dirs:
         raise ConfigError("log.dirs is required")
@@ -108,6 +186,7 @@ def broker_config(props: dict[str, str]) -> BrokerConfig:
         socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104857600),
         rack=props.get("broker.rack"),
         delete_topic_enable=_bool(props, "delete.topic.enable", True),
+        inter_broker_listener=_inter_broker_listener(props, listeners, protocols),
     )
 
 

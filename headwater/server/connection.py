@@ -16,6 +16,7 @@ import logging
 import os
 import struct
 from collections.abc import Callable, Coroutine, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, cast
 
@@ -50,6 +51,7 @@ class Reply:
 
     parts: Parts
     mute_ms: int = 0
+    close: bool = False  # close the connection once this is sent (a failed SASL authentication)
 
 
 # A handler result: a reply, or None when the request gets no response (acks=0).
@@ -57,9 +59,14 @@ Handler = Callable[["Connection", bytearray], Coroutine[Any, Any, "Reply | None"
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, handler: Handler, max_frame_bytes: int, on_close: Callable[[Connection], None]) -> None:
+    def __init__(self, handler: Handler, max_frame_bytes: int, on_close: Callable[[Connection], None],
+                 listener: str | None = None, on_open: Callable[[Connection], None] | None = None) -> None:
         self._handler = handler
         self._max_frame_bytes = max_frame_bytes
+        self.listener = listener  # the listener name this client came in on (Metadata answers with its endpoints)
+        self._on_open = on_open
+        self.tls = False
+        self.sasl: Any = None  # the SASL session on a SASL listener (headwater.security.sasl.SaslSession)
         self._on_close = on_close
         self._scratch = bytearray(SCRATCH_BYTES)
         self._filled = 0
@@ -89,7 +96,15 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         sock = transport.get_extra_info("socket")
         self._sock_fd = sock.fileno() if sock is not None else -1
+        # Over TLS the kernel cannot encrypt, so fetch bytes go through the transport (no sendfile).
+        self.tls = transport.get_extra_info("sslcontext") is not None
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+        if self._on_open is not None:
+            self._on_open(self)
+
+    def set_max_frame_bytes(self, limit: int) -> None:
+        """Lower before authentication (Kafka's sasl.server.max.receive.size), the full size after."""
+        self._max_frame_bytes = limit
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
@@ -183,11 +198,12 @@ class Connection(asyncio.BufferedProtocol):
 
         asyncio.get_running_loop().call_later(mute_ms / 1000, unmute)
 
-    def abort(self, reason: str) -> None:
-        """Close this connection only, with a log line saying why."""
+    def abort(self, reason: str, *, quiet: bool = False) -> None:
+        """Close this connection only, with a log line saying why (unless the caller logged it already)."""
         if self.closed:
             return
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        if not quiet:
+            log.warning("closing connection from %s: %s", self.peer, reason)
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
@@ -216,6 +232,11 @@ class Connection(asyncio.BufferedProtocol):
             if reply is None or self.closed:
                 continue
             await self._send(reply.parts)
+            if reply.close:
+                self.closed = True
+                if self.transport is not None:
+                    self.transport.close()  # close() sends what is buffered first
+                return
             if reply.mute_ms > 0:
                 self._mute(reply.mute_ms)
             if self.transport is not None and self.transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
@@ -233,6 +254,9 @@ class Connection(asyncio.BufferedProtocol):
                 continue
             rng = cast(FileRange, part)
             if rng.length == 0:
+                continue
+            if self.tls:
+                transport.write(os.pread(rng.fileno, rng.length, rng.position))
                 continue
             # Zero-copy from the page cache. asyncio's sendfile first drains what the transport
             # holds (so the bytes before this part go out first), then waits for the socket to be
@@ -271,9 +295,15 @@ class _Fd:
         return os.readv(self._fd, [buf])
 
 
-def serve_connection_factory(handler: Handler, max_frame_bytes: int, registry: set[Connection]) -> Callable[[], Any]:
+# The connection whose request is being handled: each request runs in its own task, so this is per request.
+current_connection: ContextVar[Connection | None] = ContextVar("current_connection", default=None)
+
+
+def serve_connection_factory(handler: Handler, max_frame_bytes: int, registry: set[Connection],
+                             listener: str | None = None,
+                             on_open: Callable[[Connection], None] | None = None) -> Callable[[], Any]:
     def factory() -> Connection:
-        conn = Connection(handler, max_frame_bytes, registry.discard)
+        conn = Connection(handler, max_frame_bytes, registry.discard, listener, on_open)
         registry.add(conn)
         return conn
 

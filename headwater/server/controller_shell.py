@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
+
 from headwater.controller import effects as fx
 from headwater.controller import events as ev
 from headwater.controller.controller import Controller, ControllerConfig, not_controller_response
@@ -33,6 +35,8 @@ from headwater.controller.znodes import (
     snapshot_from_znodes,
 )
 from headwater.metadata import zk as znodes
+from headwater.metadata.image import BrokerEndpoint
+from headwater.metadata.zk import decode_log_dir_event
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import (
     PartitionLeadership,
@@ -40,7 +44,7 @@ from headwater.protocol.interbroker import (
     UpdateMetadataRequest,
     leader_and_isr_request,
 )
-from headwater.server.channel import BrokerChannel, ChannelError, ChannelPool
+from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
 from headwater.server.zk import ControllerMovedError, ZooKeeper
 
 log = logging.getLogger(__name__)
@@ -65,7 +69,8 @@ class _Pending:
 
 class ControllerShell:
     def __init__(self, broker_id: int, zk: ZooKeeper, config: ControllerConfig, *,
-                 on_resigned: Callable[[], None], listener_name: str = "PLAINTEXT") -> None:
+                 on_resigned: Callable[[], None], listener_name: str = "PLAINTEXT",
+                 channel_security: ChannelSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.core = Controller(broker_id, config)
@@ -75,10 +80,11 @@ class ControllerShell:
         self._task: asyncio.Task[None] | None = None
         self._senders: dict[int, asyncio.Task[None]] = {}
         self._outboxes: dict[int, asyncio.Queue[fx.BrokerRequest]] = {}
-        self._channels = ChannelPool()
+        self._channels = ChannelPool(channel_security)
         self._rng = random.Random()
         self.active = False
         self._broker_change_queued = False
+        self._log_dir_task: asyncio.Task[None] | None = None
         self._legacy_seen = -1  # czxid of the legacy reassignment znode already handed to the core
         self._current: _Pending | None = None  # the event being processed
 
@@ -100,6 +106,7 @@ class ControllerShell:
         self.zk.watch_children(PATHS.BROKER_IDS, self._on_broker_children)
         self.zk.watch_data(PATHS.REASSIGN_PARTITIONS, self._on_legacy_reassignment)
         self.zk.watch_data(BROKER_DEFAULTS, self._on_broker_defaults)
+        self.zk.watch_children(PATHS.LOG_DIR_EVENT_NOTIFICATION, self._on_log_dir_events)
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
 
     async def _read_tree(self) -> dict[str, Znode]:
@@ -364,13 +371,20 @@ class ControllerShell:
 
     def _channel(self, broker_id: int) -> BrokerChannel:
         info = self.core.live_brokers[broker_id].info
-        return self._channels.get(broker_id, info.host, info.port, f"controller-{self.broker_id}")
+        host, port = info.address(self._listener) or (info.host, info.port)
+        return self._channels.get(broker_id, host, port, f"controller-{self.broker_id}")
 
     async def _send(self, broker_id: int, req: fx.BrokerRequest) -> None:
         channel = self._channel(broker_id)
         if isinstance(req, fx.LeaderAndIsrRequest):
             msg = await self._build(self._leader_and_isr, req)
-            await channel.request(msg, LEADER_AND_ISR_VERSION)
+            resp = await channel.request(msg, LEADER_AND_ISR_VERSION)
+            offline = self._storage_errors(req, resp)
+            if offline:
+                # Those replicas sit in a failed log dir of that broker (Kafka's OfflineReplica).
+                log.warning("controller %d: broker %d has %d partitions in a failed log dir", self.broker_id,
+                            broker_id, len(offline))
+                self.submit(ev.ReplicasOffline(broker_id, offline))
         elif isinstance(req, fx.UpdateMetadataRequest):
             await channel.request(await self._build(self._update_metadata, req), UPDATE_METADATA_VERSION)
         elif isinstance(req, fx.StopReplicaRequest):
@@ -392,6 +406,32 @@ class ControllerShell:
             self.submit(ev.StopReplicaResponseReceived(broker_id, errors))
 
     @staticmethod
+    def _storage_errors(req: fx.LeaderAndIsrRequest, resp: Any) -> tuple[TopicPartition, ...]:
+        """The partitions a LeaderAndIsr response (v5+: grouped by topic id) answers with KAFKA_STORAGE_ERROR."""
+        names = {p.topic_id: p.topic for p in req.partitions}
+        return tuple(TopicPartition(names[t.topic_id], e.partition_index)
+                     for t in resp.topics if t.topic_id in names
+                     for e in t.partition_errors if e.error_code == ErrorCode.KAFKA_STORAGE_ERROR)
+
+    def _on_log_dir_events(self, children: list[str]) -> None:
+        if self.active and children and (self._log_dir_task is None or self._log_dir_task.done()):
+            self._log_dir_task = asyncio.get_running_loop().create_task(self._log_dir_events())
+
+    async def _log_dir_events(self) -> None:
+        """Each notification names a broker with a failed log dir; it is consumed (deleted) once read,
+        as Kafka's controller does, and the controller then asks that broker what it lost."""
+        for child in sorted(await self.zk.children(PATHS.LOG_DIR_EVENT_NOTIFICATION)):
+            path = f"{PATHS.LOG_DIR_EVENT_NOTIFICATION}/{child}"
+            found = await self.zk.get(path)
+            with contextlib.suppress(NoNodeError):
+                await self.zk.delete(path)
+            broker_id = decode_log_dir_event(found[0]) if found is not None else None
+            if broker_id is None or not self.active:
+                continue
+            log.warning("controller %d: broker %d reports a failed log dir", self.broker_id, broker_id)
+            self.submit(ev.LogDirFailed(broker_id))
+
+    @staticmethod
     async def _build(build: Callable[[Any], Any], req: fx.LeaderAndIsrRequest | fx.UpdateMetadataRequest) -> Any:
         """Build the wire message; one of 10,000 partitions takes a tenth of a second of CPU (more on a
         busy machine), so it is built in a thread, letting the loop serve clients and the controller's
@@ -400,8 +440,7 @@ class ControllerShell:
             return build(req)
         return await asyncio.to_thread(build, req)
 
-    @staticmethod
-    def _leader_and_isr(req: fx.LeaderAndIsrRequest) -> Any:
+    def _leader_and_isr(self, req: fx.LeaderAndIsrRequest) -> Any:
         return leader_and_isr_request(
             LEADER_AND_ISR_VERSION, controller_id=req.controller_id, controller_epoch=req.controller_epoch,
             broker_epoch=req.broker_epoch,
@@ -409,7 +448,8 @@ class ControllerShell:
                                         p.partition_epoch, p.replicas, p.adding_replicas, p.removing_replicas,
                                         p.is_new, p.leader_recovery_state) for p in req.partitions],
             topic_ids={p.topic: p.topic_id for p in req.partitions},
-            live_leaders=[(b.broker_id, b.host, b.port) for b in req.live_leaders],
+            # Kafka sends each leader's inter-broker endpoint here.
+            live_leaders=[(b.broker_id, *(b.address(self._listener) or (b.host, b.port))) for b in req.live_leaders],
         )
 
     def _update_metadata(self, req: fx.UpdateMetadataRequest) -> Any:
@@ -427,8 +467,9 @@ class ControllerShell:
                 P(partition_index=p.partition, controller_epoch=p.controller_epoch, leader=p.leader,
                   leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch, replicas=list(p.replicas),
                   offline_replicas=list(p.offline_replicas)) for p in ps]) for t, ps in by_topic.items()],
-            live_brokers=[B(id=b.broker_id, endpoints=[E(port=b.port, host=b.host, listener=self._listener,
-                                                         security_protocol=0)], rack=b.rack)
+            live_brokers=[B(id=b.broker_id, rack=b.rack, endpoints=[
+                E(port=e.port, host=e.host, listener=e.listener, security_protocol=znodes.SECURITY_PROTOCOL_IDS[e.security_protocol])
+                for e in (b.endpoints or (BrokerEndpoint(self._listener, b.host, b.port),))])
                           for b in req.live_brokers],
         )
 

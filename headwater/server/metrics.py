@@ -25,6 +25,18 @@ _MOVE_LABELS = ["broker", "topic", "partition", "replica", "role"]
 
 
 @dataclass(frozen=True)
+class CleanerFigures:
+    """The log cleaner's totals since the broker started (``headwater/server/cleaner.py``)."""
+
+    bytes_read: int = 0
+    bytes_written: int = 0
+    runs: int = 0
+    last_run_duration_s: float = 0.0
+    in_progress: bool = False
+    uncleanable_partitions: int = 0
+
+
+@dataclass(frozen=True)
 class Snapshot:
     broker_id: int
     # (user, client_id) -> tokens left in the partition-mutation bucket ("" = entity part absent)
@@ -35,6 +47,7 @@ class Snapshot:
     log_end_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     # every replica being added that this broker leads the partition of, or is
     reassignment_moves: tuple[MoveProgress, ...] = ()
+    cleaner: CleanerFigures = field(default_factory=CleanerFigures)
 
 
 class BrokerCollector(Collector):
@@ -67,6 +80,21 @@ class BrokerCollector(Collector):
             leo.add_metric([broker, topic, str(partition)], offset)
         yield leo
         yield from _reassignment(broker, snap.reassignment_moves)
+        yield from _cleaner(broker, snap.cleaner)
+
+
+def _cleaner(broker: str, c: CleanerFigures) -> Iterator[GaugeMetricFamily]:
+    for name, doc, value in (
+        ("bytes_read", "Bytes the log cleaner read since the broker started", c.bytes_read),
+        ("bytes_written", "Bytes the log cleaner wrote since the broker started", c.bytes_written),
+        ("runs", "Logs the log cleaner finished cleaning since the broker started", c.runs),
+        ("last_run_duration_seconds", "How long the log cleaner's last finished run took", c.last_run_duration_s),
+        ("in_progress", "1 while the log cleaner is cleaning a log", int(c.in_progress)),
+        ("uncleanable_partitions", "Logs the cleaner gave up on until restart after an error", c.uncleanable_partitions),
+    ):
+        family = GaugeMetricFamily(f"headwater_log_cleaner_{name}", doc, labels=["broker"])
+        family.add_metric([broker], value)
+        yield family
 
 
 def _reassignment(broker: str, moves: tuple[MoveProgress, ...]) -> Iterator[GaugeMetricFamily]:

@@ -53,7 +53,7 @@ from headwater.replication.throttle import (
     record_all,
 )
 from headwater.replication.types import EpochEndOffset, HighWatermarkUpdate
-from headwater.server.channel import BrokerChannel, ChannelError, ChannelPool
+from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
 from headwater.storage import LogConfig, LogManager, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,7 @@ class ReplicaManager:
         broker_address: Callable[[int], tuple[str, int] | None],
         controller_id: Callable[[], int],
         broker_epoch: Callable[[], int],
+        channel_security: ChannelSecurity = PLAINTEXT,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
@@ -102,10 +103,13 @@ class ReplicaManager:
         self._controller_id = controller_id
         self._broker_epoch = broker_epoch
         self.partitions: dict[tuple[str, int], Hosted] = {}
+        # Told (topic, partition) after every LeaderAndIsr applied and every StopReplica: the group
+        # coordinator loads and unloads its offsets partitions on these.
+        self.leadership_listeners: list[Callable[[str, int], None]] = []
         self.controller_epoch = -1
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._fetch_wakeups: dict[int, asyncio.Event] = {}
-        self._channels = ChannelPool()
+        self._channels = ChannelPool(channel_security)
         self._alter_queue: dict[tuple[str, int], AlterPartitionProposal] = {}
         self._alter_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -265,7 +269,12 @@ class ReplicaManager:
         key = (topic, partition)
         hosted = self.partitions.get(key)
         if hosted is None:
-            plog = self.logs.get_or_create(topic, partition, config)
+            try:
+                plog = self.logs.get_or_create(topic, partition, config)
+            except KafkaError as exc:
+                # Its log dir is offline (or fails now): the controller learns it from this
+                # answer and moves leadership and the ISR away from this replica.
+                return exc.code
             replica = PartitionReplica(
                 topic, partition, self.broker_id,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
@@ -300,7 +309,12 @@ class ReplicaManager:
                 plog.truncate_to(fetcher.initial_truncation.offset)
                 fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
             self._ensure_fetcher(fetcher.leader_id)
+        self._tell_leadership(topic, partition)
         return ErrorCode.NONE
+
+    def _tell_leadership(self, topic: str, partition: int) -> None:
+        for listener in self.leadership_listeners:
+            listener(topic, partition)
 
     def stop_replica(self, topic: str, partition: int, delete: bool) -> ErrorCode:
         hosted = self.partitions.pop((topic, partition), None)
@@ -311,7 +325,23 @@ class ReplicaManager:
         if delete and self.logs.get(topic, partition) is not None:
             self.logs.delete(topic, partition)
         self._wake(topic, partition)
+        self._tell_leadership(topic, partition)
         return ErrorCode.NONE
+
+    def drop_offline(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Partitions whose log dir went offline: stop leading or following them at once. Pending
+        acks=all produces fail with KAFKA_STORAGE_ERROR; the files stay for recovery after a restart."""
+        for topic, partition in keys:
+            hosted = self.partitions.pop((topic, partition), None)
+            if hosted is None:
+                continue
+            leader_id = hosted.replica.leader_id if hosted.replica.role == Role.FOLLOWER else None
+            out = hosted.replica.stop()
+            if out.fail_pending_acks:
+                self._complete(hosted.acks.fail_all(ErrorCode.KAFKA_STORAGE_ERROR))
+            if leader_id is not None:
+                self._poke_fetcher(leader_id)
+            self._wake(topic, partition)
 
     def set_live_brokers(self, broker_ids: Iterable[int] | None) -> None:
         ids = None if broker_ids is None else frozenset(broker_ids)
@@ -328,6 +358,8 @@ class ReplicaManager:
         """The partition if this broker leads it (and the client's epoch, when given, matches)."""
         hosted = self.partitions.get((topic, partition))
         if hosted is None:
+            if self.logs.is_offline(topic, partition):
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log dir of {topic}-{partition} is offline")
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "This server is not the leader for that topic-partition.")
         error = hosted.replica.check_leader_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:

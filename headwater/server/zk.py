@@ -16,8 +16,10 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -32,6 +34,7 @@ from kazoo.protocol.serialization import (
     write_string,
 )
 from kazoo.protocol.states import ZnodeStat
+from kazoo.security import ACL, CREATOR_ALL_ACL, READ_ACL_UNSAFE
 
 from headwater.metadata import zk as znodes
 
@@ -47,10 +50,28 @@ class ControllerMovedError(Exception):
     """A fenced write failed its epoch check: another controller has been elected since."""
 
 
+# Kafka's secure ACLs (zookeeper.set.acl=true): the creating identity may do everything, the world
+# may read; credentials and broker configs are not world-readable.
+SECURE_ACL: list[ACL] = [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+PRIVATE_ACL: list[ACL] = list(CREATOR_ALL_ACL)
+PRIVATE_PATHS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
+
+
+def acl_for(path: str) -> list[ACL]:
+    private = any(path == p or path.startswith(p + "/") for p in PRIVATE_PATHS)
+    return PRIVATE_ACL if private else SECURE_ACL
+
+
 class ZooKeeper:
-    def __init__(self, connect: str, session_timeout_ms: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, connect: str, session_timeout_ms: int, loop: asyncio.AbstractEventLoop, *,
+                 digest: str | None = None, secure_acls: bool = False) -> None:
+        """``digest`` (``user:password``) authenticates the session with ZooKeeper's digest scheme;
+        ``secure_acls`` gives every znode this session creates Kafka's secure ACLs."""
         self._loop = loop
-        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        self.secure_acls = secure_acls
+        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000,
+                                  auth_data=[("digest", digest)] if digest else None,
+                                  default_acl=SECURE_ACL if secure_acls else None)
         self._on_session_lost: list[Callable[[], None]] = []
         self._multi_read = True  # until the server says it has none (ZooKeeper < 3.6)
         self.client.add_listener(self._state_listener)
@@ -201,7 +222,8 @@ class ZooKeeper:
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False,
                      make_parents: bool = False) -> str:
-        return str(await self._wrap(self.client.create_async(path, data, ephemeral=ephemeral, sequence=sequence,
+        acl = acl_for(path) if self.secure_acls else None
+        return str(await self._wrap(self.client.create_async(path, data, acl=acl, ephemeral=ephemeral, sequence=sequence,
                                                              makepath=make_parents)))
 
     async def ensure(self, path: str) -> None:
@@ -297,7 +319,7 @@ class ZooKeeper:
         txn.check(PATHS.CONTROLLER_EPOCH, epoch_version)
         for op, path, data, version in ops:
             if op == "create":
-                txn.create(path, data or b"")
+                txn.create(path, data or b"", acl=acl_for(path) if self.secure_acls else None)
             elif op == "set":
                 txn.set_data(path, data or b"", version)
             elif op == "delete":
@@ -388,3 +410,34 @@ def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
 def _set_exception(fut: asyncio.Future[Any], exc: Exception) -> None:
     if not fut.done():
         fut.set_exception(exc)
+
+
+def zookeeper_security(props: dict[str, str]) -> tuple[str | None, bool]:
+    """(digest credentials, secure ACLs) from the broker's config: ``zookeeper.set.acl``, and the
+    identity from ``zookeeper.digest=user:password`` or the ``Client`` section of the JAAS file named
+    by ``java.security.auth.login.config`` (its username and password, used with the digest scheme).
+    Secure ACLs without an identity would lock every broker out, so that is refused, as Kafka does."""
+    secure = props.get("zookeeper.set.acl", "false").strip().lower() == "true"
+    digest = props.get("zookeeper.digest")
+    if digest is None and "java.security.auth.login.config" in props:
+        digest = _jaas_client_digest(props["java.security.auth.login.config"])
+    if digest is not None and (":" not in digest or not digest.split(":", 1)[0]):
+        raise ValueError("zookeeper.digest must be user:password")
+    if secure and digest is None:
+        raise ValueError("zookeeper.set.acl=true needs an identity: zookeeper.digest=user:password or a JAAS "
+                         "Client section (java.security.auth.login.config)")
+    return digest, secure
+
+
+def _jaas_client_digest(path: str) -> str:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ValueError(f"java.security.auth.login.config: cannot read {path}: {exc.strerror}") from None
+    m = re.search(r"\bClient\s*\{(.*?)\}\s*;", text, re.S)
+    if m is None:
+        raise ValueError(f"{path} has no Client {{ ... }}; section")
+    options = dict(re.findall(r'(\w+)\s*=\s*"([^"]*)"', m.group(1)))
+    if "username" not in options or "password" not in options:
+        raise ValueError(f"the Client section of {path} needs username=\"...\" and password=\"...\"")
+    return f"{options['username']}:{options['password']}"

@@ -1,7 +1,9 @@
 """A partition's log: an ordered list of segments in ``<log dir>/<topic>-<partition>/``.
 
 Rules:
-- Offsets are contiguous from the first segment's base offset to ``log_end_offset`` (LEO).
+- Offsets increase from the first segment's base offset to ``log_end_offset`` (LEO), with no gaps,
+  except where the cleaner removed records of a compacted topic (``cleaner.py``): a segment may
+  then end before the next one begins, but segments never overlap.
 - ``log_start_offset <= high_watermark <= log_end_offset`` after every operation.
 - Only the last segment (the active one) is appended to; it is rolled before an append that would
   overflow segment.bytes, when it is older than segment.ms, or when relative offsets would overflow int32.
@@ -31,8 +33,9 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.records.batch import BatchHeader, CorruptRecordError, assign_offsets, iter_batches
+from headwater.records.records import keyless_records
 from headwater.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from headwater.storage.config import LogConfig
 from headwater.storage.epochs import LeaderEpochCache
@@ -47,6 +50,7 @@ from headwater.storage.segment import (
     LogSegment,
     offset_file_name,
 )
+from headwater.storage.swap import SWAP_SUFFIX, complete_interrupted_swaps, segment_files
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +101,6 @@ class ReadResult:
 _EMPTY_READ = ReadResult([], 0)
 
 
-@contextlib.contextmanager
-def _storage_errors(what: str) -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}") from exc
 
 
 def _parse_offset_name(name: str, suffix: str) -> int | None:
@@ -139,12 +137,27 @@ class PartitionLog:
         self._high_watermark = high_watermark
         self._recovery_point = recovery_point
         self._closed = False
+        # Told of every I/O error (the disk is full, failing or gone) before it becomes a
+        # KAFKA_STORAGE_ERROR, so the log manager can take the whole directory offline.
+        self.on_io_error: Callable[[OSError], None] | None = None
+        # The lowest offset the log was truncated to since the cleaner last looked: its checkpoint
+        # must not stay above records that were replaced (see LogCleanerService).
+        self.truncated_to: int | None = None
         self._directory_unsynced = not directory.exists()  # the log dir's entry for it, too
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager()
-        with _storage_errors(f"loading {directory}"):
+        with self._io(f"loading {directory}"):
             self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
+
+    @contextlib.contextmanager
+    def _io(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            if self.on_io_error is not None:
+                self.on_io_error(exc)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}") from exc
 
     # ---- offsets ---------------------------------------------------------------------------------
 
@@ -183,6 +196,7 @@ class PartitionLog:
     # ---- load and recovery -----------------------------------------------------------------------
 
     def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool) -> None:
+        complete_interrupted_swaps(self.directory)  # before anything reads the segment files
         bases: list[int] = []
         for path in self.directory.iterdir():
             name = path.name
@@ -335,6 +349,8 @@ class PartitionLog:
         if not isinstance(records, bytearray):
             records = bytearray(records)
         batches = self._parse_batches(records)
+        if self.config.compact:
+            self._check_keys(records, batches)
         leo = self.log_end_offset
         next_offset = leo
         staged: dict[int, ProducerEntry] = {}
@@ -362,8 +378,29 @@ class PartitionLog:
         self.epochs.assign(leader_epoch, leo)
         return AppendResult(leo, next_offset - 1, max_ts)
 
+    def _check_keys(self, records: bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Kafka's LogValidator: the cleaner keeps records by key, so a compacted topic refuses
+        a record without one, and with it the whole batch, naming every such record."""
+        try:
+            missing = keyless_records(records, batches)
+        except CorruptRecordError as exc:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        if missing:
+            why = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.partition}"
+            errors = [(i, why) for i in missing]
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+                f"showing the first three errors at most: {errors[:3]}",
+                errors,
+            )
+
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
-        """Append batches that already carry offsets and leader epochs; they must start at the LEO."""
+        """Append batches that already carry offsets and leader epochs, at or after the LEO.
+
+        A batch may start after the LEO: the leader's cleaner removes records of a compacted
+        topic, so a follower copying a cleaned part sees the same gaps (Kafka allows them too).
+        """
         self._check_open()
         batches = self._parse_batches(records)
         expected = self.log_end_offset
@@ -371,10 +408,10 @@ class PartitionLog:
         plan: list[tuple[int, int, int, int, int]] = []
         max_ts = -1
         for pos, header in batches:
-            if header.base_offset != expected:
+            if header.base_offset < expected:
                 raise KafkaError(
                     ErrorCode.OFFSET_OUT_OF_RANGE,
-                    f"replicated batch has base offset {header.base_offset}, expected {expected}",
+                    f"replicated batch has base offset {header.base_offset}, below the log end {expected}",
                 )
             plan.append((pos, header.size, header.base_offset, header.last_offset, header.max_timestamp))
             max_ts = max(max_ts, header.max_timestamp)
@@ -392,7 +429,7 @@ class PartitionLog:
         last_offset: int,
         now_ms: int,
     ) -> None:
-        with _storage_errors(f"appending to {self.directory}"):
+        with self._io(f"appending to {self.directory}"):
             seg = self._active
             if self._should_roll(seg, len(data), last_offset, now_ms):
                 seg = self._roll(now_ms)
@@ -411,7 +448,7 @@ class PartitionLog:
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active one is empty)."""
-        with _storage_errors(f"rolling {self.directory}"):
+        with self._io(f"rolling {self.directory}"):
             return self._roll(self._clock_ms())
 
     def _roll(self, now_ms: int) -> LogSegment:
@@ -456,7 +493,7 @@ class PartitionLog:
         offset = fetch_offset
         slices: list[FileSlice] = []
         total = 0
-        with _storage_errors(f"reading {self.directory}"):
+        with self._io(f"reading {self.directory}"):
             while i < len(segments):
                 seg = segments[i]
                 found = seg.locate(offset)
@@ -503,7 +540,7 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``timestamp_ms``, or None."""
         lso = self._log_start_offset
-        with _storage_errors(f"reading {self.directory}"):
+        with self._io(f"reading {self.directory}"):
             for seg in self._segments:
                 if seg.max_timestamp_ms < timestamp_ms or seg.next_offset <= lso:
                     continue
@@ -529,7 +566,7 @@ class PartitionLog:
         if best is None:
             return -1, -1
         max_ts = best.max_timestamp_ms
-        with _storage_errors(f"reading {self.directory}"):
+        with self._io(f"reading {self.directory}"):
             found = best.locate(best.max_timestamp_offset)
             if found is None:
                 return best.max_timestamp_offset, max_ts
@@ -563,6 +600,61 @@ class PartitionLog:
             self._pending_deletes.append((due, seg))
         fsync_dir(self.directory)
 
+    def replace_segments(
+        self,
+        old: list[LogSegment],
+        old_sizes: list[int],
+        base_offset: int,
+        on_step: Callable[[str], None] | None = None,
+    ) -> bool:
+        """Put the cleaned segment in ``<base_offset>.*.swap`` in place of ``old`` (see ``swap.py``).
+
+        ``old`` must still be a run of the log's segments behind the active one with the sizes the
+        cleaner read; when retention, truncation or a close changed that meanwhile, the swap files
+        are deleted and False is returned. The old segments leave the way retention's do (renamed
+        ``.deleted``, their descriptors closed later), so a ``FileSlice`` being sent stays valid.
+        ``on_step`` is called after each file step (tests stop there to play a crash).
+        """
+        step = on_step or (lambda _name: None)
+        segs = self._segments
+        try:
+            first = next(i for i, s in enumerate(segs) if s is old[0]) if old else -1
+        except StopIteration:
+            first = -1
+        still_there = (
+            first >= 0
+            and first + len(old) < len(segs)  # never the active segment
+            and all(segs[first + k] is seg for k, seg in enumerate(old))
+            and [s.size_bytes for s in old] == old_sizes
+            and old[0].base_offset == base_offset
+            and not self._closed
+        )
+        if not still_there:
+            for path in segment_files(self.directory, base_offset, SWAP_SUFFIX):
+                path.unlink(missing_ok=True)
+            return False
+        with self._io(f"replacing cleaned segments in {self.directory}"):
+            for seg in old:
+                seg.rename_deleted()
+            step("old-renamed-deleted")
+            for path in segment_files(self.directory, base_offset, SWAP_SUFFIX):
+                os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+                step(f"renamed-{path.name}")
+            fsync_dir(self.directory)
+            new = LogSegment.open_existing(self.directory, base_offset)
+            try:
+                new.load_and_check()
+            except (IndexCorruptError, OSError, KafkaError) as exc:
+                log.warning("%s: rebuilding the index of cleaned segment %d: %s", self.directory, base_offset, exc)
+                new.rebuild_from_headers(self.config.index_interval_bytes)
+            new.last_read_ms = self._clock_ms()
+            due = self._clock_ms() + self.config.file_delete_delay_ms
+            with self._lock:
+                self._segments = [*segs[:first], new, *segs[first + len(old) :]]
+                self._bases = [s.base_offset for s in self._segments]
+            self._pending_deletes.extend((due, seg) for seg in old)
+        return True
+
     def truncate_to(self, offset: int) -> None:
         """Drop every record at ``offset`` or later (a follower's divergent tail)."""
         self._check_open()
@@ -571,7 +663,7 @@ class PartitionLog:
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        with _storage_errors(f"truncating {self.directory}"):
+        with self._io(f"truncating {self.directory}"):
             self._retire([s for s in self._segments if s.base_offset > offset])
             active = self._active
             active.truncate_to(offset, self.config.index_interval_bytes)
@@ -584,11 +676,14 @@ class PartitionLog:
             self._log_start_offset = min(self._log_start_offset, leo)
             self._high_watermark = min(self._high_watermark, leo)
             self._recovery_point = min(self._recovery_point, leo)
+            # The new end, which a cut inside a batch (or a cleaned gap) puts below ``offset``.
+            self.truncated_to = leo if self.truncated_to is None else min(self.truncated_to, leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and start an empty log at ``offset``."""
         self._check_open()
-        with _storage_errors(f"truncating {self.directory}"):
+        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
+        with self._io(f"truncating {self.directory}"):
             old = list(self._segments)
             for seg in old:
                 seg.rename_deleted()
@@ -640,12 +735,13 @@ class PartitionLog:
         self._check_open()
         cfg = self.config
         deleted = 0
-        with _storage_errors(f"retention in {self.directory}"):
-            if cfg.retention_ms >= 0:
+        with self._io(f"retention in {self.directory}"):
+            # A compacted topic deletes by time and size only with cleanup.policy=compact,delete.
+            if cfg.retention_ms >= 0 and cfg.delete:
                 deleted += self._delete_from_start(
                     lambda seg, _: now_ms - seg.retention_timestamp_ms() > cfg.retention_ms, now_ms
                 )
-            if cfg.retention_bytes >= 0:
+            if cfg.retention_bytes >= 0 and cfg.delete:
                 excess = self.size_bytes - cfg.retention_bytes
 
                 def over_size(seg: LogSegment, _: LogSegment | None) -> bool:
@@ -673,7 +769,7 @@ class PartitionLog:
         if offset <= self._log_start_offset:
             return
         self._advance_log_start(offset)
-        with _storage_errors(f"deleting records in {self.directory}"):
+        with self._io(f"deleting records in {self.directory}"):
             self._delete_from_start(
                 lambda _, nxt: nxt is not None and nxt.base_offset <= offset, self._clock_ms()
             )
@@ -701,7 +797,7 @@ class PartitionLog:
             i = max(bisect_right(self._bases, self._recovery_point) - 1, 0)
             fds = [os.dup(fd) for seg in self._segments[i:] for fd in seg.fds_to_sync()]
         try:
-            with _storage_errors(f"flushing {self.directory}"):
+            with self._io(f"flushing {self.directory}"):
                 if self._directory_unsynced:
                     fsync_dir(self.directory)
                     fsync_dir(self.directory.parent)
@@ -740,7 +836,7 @@ class PartitionLog:
     def close(self) -> None:
         if self._closed:
             return
-        with _storage_errors(f"closing {self.directory}"):
+        with self._io(f"closing {self.directory}"):
             active = self._active
             active.finalize_time_index()
             self.flush()
@@ -779,9 +875,8 @@ class PartitionLog:
         assert segs, "a log always has an active segment"
         assert self._bases == [s.base_offset for s in segs]
         for a, b in itertools.pairwise(segs):
-            assert a.next_offset == b.base_offset, (
-                f"gap or overlap between segments {a.base_offset} and {b.base_offset}"
-            )
+            # A gap only where the cleaner removed records at a segment's end.
+            assert a.next_offset <= b.base_offset, f"overlap between segments {a.base_offset} and {b.base_offset}"
         for seg in segs:
             seg.validate()
         assert segs[0].base_offset <= self._log_start_offset <= self._high_watermark <= self.log_end_offset

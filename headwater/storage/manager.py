@@ -10,8 +10,11 @@ Layout of a log directory (Kafka's)::
       <topic>-<partition>/                one PartitionLog
       <topic>-<partition>.<uuid hex>-delete/   a deleted partition, removed by tick()
 
-Rules: a partition lives in exactly one log dir; new partitions go to the dir holding the fewest.
-The clean-shutdown marker exists only while no broker has the logs open, so finding it on load
+Rules: a partition lives in exactly one log dir; new partitions go to the online dir holding the
+fewest. An I/O error in any log of a dir (the disk is full, failing or gone) takes the whole dir
+offline, as Kafka's LogDirFailureChannel does: the manager records it, the broker calls
+``take_offline`` and from then on that dir's partitions are neither served nor created until the
+broker restarts; the other dirs carry on. The clean-shutdown marker exists only while no broker has the logs open, so finding it on load
 means every file was flushed and closed, and recovery can trust the files.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +48,10 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _DELETED_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
 
 
+class DuplicatePartitionError(KafkaError):
+    """One partition in two log dirs: the layout is wrong, start-up stops (as Kafka's does)."""
+
+
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
@@ -64,6 +72,13 @@ class LogManager:
         # (due time, log whose fds close then, renamed directory)
         self._deleted_dirs: list[tuple[int, PartitionLog | None, Path]] = []
         self._loaded = False
+        self.offline_dirs: set[Path] = set()
+        self._offline_partitions: dict[tuple[str, int], Path] = {}
+        self._failed_dirs: list[Path] = []  # failed, not yet taken offline
+        self._failed_lock = threading.Lock()  # logs report failures from flush threads too
+        # Called (from whichever thread saw it) when a dir first fails; the broker schedules
+        # take_offline on its loop.
+        self.on_dir_failure: Callable[[Path], None] | None = None
 
     # ---- load ------------------------------------------------------------------------------------
 
@@ -72,46 +87,60 @@ class LogManager:
         soft, hard = raise_open_file_limit()
         log.info("open-file limit: %d (hard %d)", soft, hard)
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            marker = log_dir / CLEAN_SHUTDOWN_MARKER
-            clean = marker.exists()
-            recovery_points = read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
-            log_starts = read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
-            high_watermarks = read_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT)
-            for child in sorted(log_dir.iterdir()):
-                if not child.is_dir():
-                    continue
-                if _DELETED_DIR.match(child.name):
-                    # A delete that a restart interrupted: nothing can be reading it now.
-                    shutil.rmtree(child, ignore_errors=True)
-                    continue
-                m = _PARTITION_DIR.match(child.name)
-                if m is None:
-                    continue
-                key = (m["topic"], int(m["partition"]))
-                if key in self._logs:
-                    raise KafkaError(
-                        ErrorCode.KAFKA_STORAGE_ERROR,
-                        f"partition {key[0]}-{key[1]} exists in both {self._dir_of[key]} and {log_dir}",
-                    )
-                self._logs[key] = PartitionLog(
-                    key[0],
-                    key[1],
-                    child,
-                    self._config_for(key[0]),
-                    clock_ms=self._clock_ms,
-                    recovery_point=recovery_points.get(key, 0),
-                    log_start_offset=log_starts.get(key, 0),
-                    high_watermark=high_watermarks.get(key, 0),
-                    clean_shutdown=clean,
-                )
-                self._dir_of[key] = log_dir
-            if clean:
-                # From here on the files change again; a crash before close() must trigger recovery.
-                marker.unlink()
-                fsync_dir(log_dir)
+            try:
+                self._load_dir(log_dir)
+            except (OSError, KafkaError) as exc:
+                if isinstance(exc, DuplicatePartitionError) or (
+                        isinstance(exc, KafkaError) and exc.code != ErrorCode.KAFKA_STORAGE_ERROR):
+                    raise  # a layout error, not a failing disk: the operator must look
+                # Kafka starts with the dirs it can read and reports the others offline.
+                log.error("log dir %s failed to load, offline: %s", log_dir, exc)
+                self.take_offline(log_dir)
+        if not self.online_dirs:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "no log dir could be loaded")
         self._loaded = True
         self.checkpoint()
+
+    def _load_dir(self, log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        marker = log_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        recovery_points = read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
+        log_starts = read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = read_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        for child in sorted(log_dir.iterdir()):
+            if not child.is_dir():
+                continue
+            if _DELETED_DIR.match(child.name):
+                # A delete that a restart interrupted: nothing can be reading it now.
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            m = _PARTITION_DIR.match(child.name)
+            if m is None:
+                continue
+            key = (m["topic"], int(m["partition"]))
+            if key in self._logs:
+                raise DuplicatePartitionError(
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"partition {key[0]}-{key[1]} exists in both {self._dir_of[key]} and {log_dir}",
+                )
+            self._logs[key] = PartitionLog(
+                key[0],
+                key[1],
+                child,
+                self._config_for(key[0]),
+                clock_ms=self._clock_ms,
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=log_starts.get(key, 0),
+                high_watermark=high_watermarks.get(key, 0),
+                clean_shutdown=clean,
+            )
+            self._watch(self._logs[key], log_dir)
+            self._dir_of[key] = log_dir
+        if clean:
+            # From here on the files change again; a crash before close() must trigger recovery.
+            marker.unlink()
+            fsync_dir(log_dir)
 
     # ---- partitions ------------------------------------------------------------------------------
 
@@ -121,6 +150,14 @@ class LogManager:
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """The partition's log is in a dir that failed: KAFKA_STORAGE_ERROR until the broker restarts."""
+        return (topic, partition) in self._offline_partitions
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         if config is not None:
             self.update_config(topic, config)
@@ -128,8 +165,14 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
+        if key in self._offline_partitions:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{topic}-{partition} is in the offline log dir {self._offline_partitions[key]}")
+        online = self.online_dirs
+        if not online:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "every log dir is offline")
         counts = self._dir_counts()
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])  # ties go to the first listed
+        log_dir = min(online, key=lambda d: counts[d])  # ties go to the first listed
         log_dir.mkdir(parents=True, exist_ok=True)
         directory = log_dir / partition_dir_name(topic, partition)
         try:
@@ -138,7 +181,13 @@ class LogManager:
                 topic, partition, directory, self._config_for(topic), clock_ms=self._clock_ms
             )
         except OSError as exc:
+            self._io_failed(log_dir, exc)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {directory}: {exc}") from exc
+        except KafkaError as exc:
+            if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
+                self._io_failed(log_dir, exc)
+            raise
+        self._watch(created, log_dir)
         self._logs[key] = created
         self._dir_of[key] = log_dir
         return created
@@ -186,6 +235,48 @@ class LogManager:
     def log_dir_of(self, log: PartitionLog) -> Path:
         return self._dir_of[(log.topic, log.partition)]
 
+    # ---- failed dirs -----------------------------------------------------------------------------
+
+    def _watch(self, plog: PartitionLog, log_dir: Path) -> None:
+        plog.on_io_error = lambda exc: self._io_failed(log_dir, exc)
+
+    def _io_failed(self, log_dir: Path, exc: BaseException) -> None:
+        with self._failed_lock:
+            if log_dir in self.offline_dirs or log_dir in self._failed_dirs:
+                return
+            self._failed_dirs.append(log_dir)
+        log.error("I/O error in log dir %s, taking it offline: %s", log_dir, exc)
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(log_dir)
+
+    def failed_dirs(self) -> list[Path]:
+        """Dirs that failed and are not offline yet (the broker takes them offline)."""
+        with self._failed_lock:
+            return list(self._failed_dirs)
+
+    def take_offline(self, log_dir: Path) -> list[tuple[str, int]]:
+        """Close every log of ``log_dir`` and forget it until restart; return its partitions.
+
+        Nothing is flushed or deleted: the files stay as they are for recovery after a restart."""
+        with self._failed_lock:
+            if log_dir in self.offline_dirs:
+                return []
+            self.offline_dirs.add(log_dir)
+            if log_dir in self._failed_dirs:
+                self._failed_dirs.remove(log_dir)
+        keys = [key for key, d in self._dir_of.items() if d == log_dir]
+        for key in keys:
+            plog = self._logs.pop(key)
+            del self._dir_of[key]
+            self._offline_partitions[key] = log_dir
+            plog.close_without_flush()
+        doomed = [d for d in self._deleted_dirs if d[2].parent == log_dir]
+        self._deleted_dirs = [d for d in self._deleted_dirs if d[2].parent != log_dir]
+        for _, plog_or_none, _path in doomed:
+            if plog_or_none is not None:
+                plog_or_none.close_without_flush()
+        return keys
+
     # ---- background work -------------------------------------------------------------------------
 
     def checkpoint(self) -> None:
@@ -194,7 +285,7 @@ class LogManager:
         A file whose offsets did not change since this manager last wrote it is left alone: a
         broker with 10,000 idle partitions otherwise rewrote (and fsynced) 30,000 lines every 5 s.
         """
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs:
             logs = [p for key, p in self._logs.items() if self._dir_of[key] == log_dir]
             try:
                 for name, offsets in (
@@ -207,7 +298,8 @@ class LogManager:
                         write_offsets(path, offsets)
                         self._checkpointed[path] = offsets
             except OSError as exc:
-                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"checkpointing {log_dir}: {exc}") from exc
+                # The other dirs' checkpoints still get written; this one goes offline.
+                self._io_failed(log_dir, exc)
 
     def tick(self, now_ms: int, *, enforce_retention: bool = True) -> None:
         """Retention (when asked), and removal of files whose delete delay has passed. Cheap when idle.
@@ -243,12 +335,22 @@ class LogManager:
     def close(self) -> None:
         """Flush and close every log, checkpoint, then write the clean-shutdown marker."""
         for plog in self._logs.values():
-            plog.close()
+            try:
+                plog.close()
+            except KafkaError as exc:
+                if exc.code != ErrorCode.KAFKA_STORAGE_ERROR:
+                    raise
+                plog.close_without_flush()  # its dir failed (recorded by the log): recovery at start-up
         for _, doomed, path in self._deleted_dirs:
             self._remove_deleted(doomed, path)
         self._deleted_dirs = []
         self.checkpoint()
-        for log_dir in self.log_dirs:
-            marker = log_dir / CLEAN_SHUTDOWN_MARKER
-            marker.touch()
-            fsync_dir(log_dir)
+        # A dir that failed is not marked clean: its logs were not flushed and need recovery.
+        for log_dir in self.online_dirs:
+            if log_dir in self.failed_dirs():
+                continue
+            try:
+                (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+                fsync_dir(log_dir)
+            except OSError as exc:
+                log.error("could not mark %s as shut down cleanly: %s", log_dir, exc)

@@ -56,15 +56,20 @@ def offset_file_name(offset: int, suffix: str) -> str:
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, fd: int | None, size_bytes: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, fd: int | None, size_bytes: int, suffix: str = ""
+    ) -> None:
+        # ``suffix`` names the files of a segment the cleaner is building (``.cleaned``, ``.swap``).
         self.directory = directory
         self.base_offset = base_offset
         self._fd = fd
         self.last_read_ms = 0  # the log's clock when a read last handed out this file; see release_fd
         self.size_bytes = size_bytes
-        self.log_path = directory / offset_file_name(base_offset, LOG_SUFFIX)
-        self.offset_index = OffsetIndex(directory / offset_file_name(base_offset, INDEX_SUFFIX), base_offset)
-        self.time_index = TimeIndex(directory / offset_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset)
+        self.log_path = directory / offset_file_name(base_offset, LOG_SUFFIX + suffix)
+        self.offset_index = OffsetIndex(directory / offset_file_name(base_offset, INDEX_SUFFIX + suffix), base_offset)
+        self.time_index = TimeIndex(
+            directory / offset_file_name(base_offset, TIME_INDEX_SUFFIX + suffix), base_offset
+        )
         self.next_offset = base_offset
         self.max_timestamp_ms = -1
         self.max_timestamp_offset = base_offset  # base offset of the batch holding max_timestamp_ms
@@ -76,19 +81,19 @@ class LogSegment:
     # ---- lifecycle -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int) -> LogSegment:
-        path = directory / offset_file_name(base_offset, LOG_SUFFIX)
+    def create(cls, directory: Path, base_offset: int, suffix: str = "") -> LogSegment:
+        path = directory / offset_file_name(base_offset, LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        seg = cls(directory, base_offset, fd, 0)
+        seg = cls(directory, base_offset, fd, 0, suffix)
         seg.offset_index.create_empty()
         seg.time_index.create_empty()
         return seg
 
     @classmethod
-    def open_existing(cls, directory: Path, base_offset: int) -> LogSegment:
-        path = directory / offset_file_name(base_offset, LOG_SUFFIX)
+    def open_existing(cls, directory: Path, base_offset: int, suffix: str = "") -> LogSegment:
+        path = directory / offset_file_name(base_offset, LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR)
-        return cls(directory, base_offset, fd, os.fstat(fd).st_size)
+        return cls(directory, base_offset, fd, os.fstat(fd).st_size, suffix)
 
     @property
     def fd(self) -> int:

@@ -254,6 +254,8 @@ class LocalCluster:
     brokers: dict[int, BrokerProcess] = field(default_factory=dict)
     zk_gates: bool = False
     gates: dict[int, ZkGate] = field(default_factory=dict)
+    # Extra properties of one broker from its id and main (PLAINTEXT) port: its other listeners' ports.
+    broker_props: Callable[[int, int], Mapping[str, str]] | None = None
     _kazoo: KazooClient | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -266,8 +268,10 @@ class LocalCluster:
             if self.zk_gates:
                 gate = self.gates[broker_id] = ZkGate((self.zk.host, self.zk.port))
                 connect = gate.connect
-            self.brokers[broker_id] = BrokerProcess(broker_id, free_port(), self.data_dir,
-                                                    {**props, "zookeeper.connect": connect})
+            port = free_port()
+            extra = self.broker_props(broker_id, port) if self.broker_props is not None else {}
+            self.brokers[broker_id] = BrokerProcess(broker_id, port, self.data_dir,
+                                                    {**props, "zookeeper.connect": connect, **extra})
         # All at once: each broker spends its first seconds importing and recovering, not waiting on the others.
         for b in self.brokers.values():
             b.start(wait=False)
@@ -421,9 +425,10 @@ class LocalCluster:
 
 
 def start_cluster(data_dir: Path, size: int = 3, props: Mapping[str, str] | None = None, *,
-                  zk_gates: bool = False) -> LocalCluster:
+                  zk_gates: bool = False,
+                  broker_props: Callable[[int, int], Mapping[str, str]] | None = None) -> LocalCluster:
     """Start a cluster; if start-up fails part way, stop what did start before re-raising."""
-    cluster = LocalCluster(data_dir, size, dict(props or {}), zk_gates=zk_gates)
+    cluster = LocalCluster(data_dir, size, dict(props or {}), zk_gates=zk_gates, broker_props=broker_props)
     try:
         return cluster.start()
     except BaseException:

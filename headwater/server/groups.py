@@ -1,0 +1,480 @@
+"""The shell of the group coordinator: Kafka requests in, coordinator events, and the I/O they ask for.
+
+``headwater/coordinator`` decides; this module
+
+* turns JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete,
+  ListGroups, DescribeGroups and DeleteGroups requests into events and the coordinator's results
+  into responses of the request's version (a request waits for its token's reply);
+* answers FindCoordinator: the leader of the group's ``__consumer_offsets`` partition, creating
+  the topic on first use through the topic-creation path every CreateTopics takes (the controller
+  in a cluster, the local image in a standalone broker);
+* appends the coordinator's records as the leader of that partition with acks=all, and reports
+  back once they are committed (below the high watermark) or failed;
+* loads a partition's groups and offsets when this broker becomes its leader (the coordinator
+  answers COORDINATOR_LOAD_IN_PROGRESS meanwhile) and unloads them when it stops being leader
+  (NOT_COORDINATOR, so clients look again);
+* ticks the coordinator's clock for session and rebalance timeouts and offset retention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from headwater.controller import quota
+from headwater.coordinator import events as ev
+from headwater.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
+from headwater.coordinator.records import OFFSETS_TOPIC, partition_for
+from headwater.protocol.apis import ApiKey, Request
+from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.records import iter_batches
+from headwater.server.channel import BrokerChannel, ChannelError
+
+if TYPE_CHECKING:
+    from headwater.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+TICK_INTERVAL_S = 0.1
+WRITE_TIMEOUT_MS = 5000
+LOAD_READ_BYTES = 4 * 1024 * 1024
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+CREATE_TOPICS_VERSION = 5
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def build_batch(records: tuple[tuple[bytes, bytes | None], ...], now_ms: int) -> bytearray:
+    """One uncompressed RecordBatch v2 of the records (offsets from 0; the log assigns the real ones)."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
+    for i, (key, value) in enumerate(records):
+        builder.append(i, timestamp=now_ms, key=key, value=value, headers=[])
+    return bytearray(builder.build())
+
+
+def read_records(buf: bytes) -> Iterator[tuple[bytes, bytes | None]]:
+    """(key, value) of every keyed record of the batches in ``buf``."""
+    for pos, header in iter_batches(buf, verify_crc=False):
+        if header.is_control:
+            continue
+        for record in DefaultRecordBatch(bytes(buf[pos:pos + header.size])):
+            if record.key is not None:
+                yield bytes(record.key), None if record.value is None else bytes(record.value)
+
+
+class GroupShell:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = CoordinatorConfig.from_properties(broker.config.props)
+        self.replication_factor = int(broker.config.props.get("offsets.topic.replication.factor", 3))
+        self.core = GroupCoordinator(self.config, (uuid.uuid4().hex for _ in itertools.count()))
+        self._tokens = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[ev.Result]] = {}
+        self._led: dict[int, int] = {}  # offsets partitions this broker leads -> the load generation
+        self._load_generation = itertools.count(1)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._create_lock = asyncio.Lock()
+        self._ticker: asyncio.Task[None] | None = None
+        self._controller_channel: BrokerChannel | None = None
+        broker.replicas.leadership_listeners.append(self._on_leadership)
+
+    def handlers(self) -> dict[ApiKey, Callable[[Request], Any]]:
+        return {
+            ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            ApiKey.JOIN_GROUP: self.join_group,
+            ApiKey.SYNC_GROUP: self.sync_group,
+            ApiKey.HEARTBEAT: self.heartbeat,
+            ApiKey.LEAVE_GROUP: self.leave_group,
+            ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.OFFSET_FETCH: self.offset_fetch,
+            ApiKey.OFFSET_DELETE: self.offset_delete,
+            ApiKey.LIST_GROUPS: self.list_groups,
+            ApiKey.DESCRIBE_GROUPS: self.describe_groups,
+            ApiKey.DELETE_GROUPS: self.delete_groups,
+        }
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._ticker, *self._tasks) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_result(ErrorCode.NOT_COORDINATOR)
+        if self._controller_channel is not None:
+            self._controller_channel.close()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL_S)
+            try:
+                self._apply(self.core.handle(ev.Tick(), _now_ms()))
+            except Exception:
+                log.exception("group coordinator tick failed")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- the core and its effects ---------------------------------------------------------------------------
+
+    async def _ask(self, make: Callable[[int], ev.Event]) -> Any:
+        token = next(self._tokens)
+        fut: asyncio.Future[ev.Result] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = fut
+        try:
+            self._apply(self.core.handle(make(token), _now_ms()))
+            return await fut
+        finally:
+            self._waiting.pop(token, None)
+
+    def _apply(self, out: ev.Output) -> None:
+        # Appends first and in order: each is written to the log before anything here awaits, so
+        # the records of one decision (and of successive ones) keep their order in the partition.
+        for append in out.appends:
+            self._write(append)
+        for reply in out.replies:
+            fut = self._waiting.get(reply.token)
+            if fut is not None and not fut.done():
+                fut.set_result(reply.result)
+
+    def _write(self, append: ev.Append) -> None:
+        wait: asyncio.Future[ErrorCode] | None = None
+        try:
+            hosted = self.broker.replicas.leader(OFFSETS_TOPIC, append.partition)
+            _base, wait = self.broker.replicas.append(hosted, build_batch(append.records, _now_ms()), -1,
+                                                      WRITE_TIMEOUT_MS)
+        except KafkaError as exc:
+            self._apply(self.core.handle(ev.AppendDone(append.write_id, exc.code), _now_ms()))
+            return
+        assert wait is not None
+
+        async def committed(fut: asyncio.Future[ErrorCode]) -> None:
+            error = await fut
+            self._apply(self.core.handle(ev.AppendDone(append.write_id, error), _now_ms()))
+
+        self._spawn(committed(wait))
+
+    # --- leadership of offsets partitions -----------------------------------------------------------------
+
+    def _on_leadership(self, topic: str, partition: int) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        hosted = self.broker.replicas.hosted(topic, partition)
+        leads = hosted is not None and hosted.replica.is_leader
+        if leads and partition not in self._led:
+            generation = next(self._load_generation)
+            self._led[partition] = generation
+            self._spawn(self._load(partition, generation))
+        elif not leads and partition in self._led:
+            del self._led[partition]
+            log.info("no longer coordinator of %s-%d: unloading its groups", topic, partition)
+            self._apply(self.core.handle(ev.Unloaded(partition), _now_ms()))
+
+    async def _load(self, partition: int, generation: int) -> None:
+        self._apply(self.core.handle(ev.LoadStarted(partition, generation), _now_ms()))
+        started = time.monotonic()
+        records: list[tuple[bytes, bytes | None]] = []
+        hosted = self.broker.replicas.hosted(OFFSETS_TOPIC, partition)
+        try:
+            if hosted is None:
+                return
+            plog = hosted.plog
+            offset, end = plog.log_start_offset, plog.log_end_offset
+            while offset < end:
+                result = plog.read(offset, LOAD_READ_BYTES, max_offset=end)
+                if not result.slices:
+                    break
+                buf = result.read()
+                records.extend(read_records(buf))
+                offset = max(header.last_offset for _pos, header in iter_batches(buf, verify_crc=False)) + 1
+                await asyncio.sleep(0)  # a big partition must not stall every client of this broker
+                if self._led.get(partition) != generation:
+                    return  # leadership moved on while we read
+        except KafkaError as exc:
+            log.warning("loading %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+            return
+        out = self.core.handle(ev.LoadFinished(partition, generation, tuple(records)), _now_ms())
+        self._apply(out)
+        log.info("loaded %d groups from %s-%d (%d records) in %.0f ms", out.loaded_groups, OFFSETS_TOPIC, partition,
+                 len(records), (time.monotonic() - started) * 1000)
+
+    # --- FindCoordinator ------------------------------------------------------------------------------------
+
+    async def find_coordinator(self, req: Request) -> Any:
+        body = req.body
+        key_type = body.key_type if req.version >= 1 else KEY_TYPE_GROUP
+        keys = list(body.coordinator_keys) if req.version >= 4 else [body.key]
+        found = [await self._coordinator_for(k, key_type) for k in keys]
+        if req.version < 4:
+            code, message, node = found[0]
+            fields: dict[str, Any] = dict(error_code=code, node_id=node[0], host=node[1], port=node[2])
+            if req.version >= 1:
+                fields.update(throttle_time_ms=0, error_message=message)
+            return req.response(**fields)
+        C = req.spec.response.Coordinator
+        return req.response(throttle_time_ms=0, coordinators=[
+            C(key=k, node_id=n[0], host=n[1], port=n[2], error_code=c, error_message=m) for k, (c, m, n) in zip(keys, found,
+                                                                                                            strict=True)])
+
+    async def _coordinator_for(self, key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+        none = (-1, "", -1)
+        if key_type == KEY_TYPE_TRANSACTION:
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported", none
+        if key_type != KEY_TYPE_GROUP:
+            return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", none
+        if not key:
+            return ErrorCode.INVALID_GROUP_ID, "the group id is empty", none
+        topic = self.broker.image.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            await self._create_offsets_topic()
+            topic = self.broker.image.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic is being created", none
+        state = topic.partitions.get(partition_for(key, self.config.num_partitions))
+        leader = self.broker.image.brokers.get(state.leader) if state is not None else None
+        if leader is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader", none
+        return ErrorCode.NONE, None, (leader.broker_id, leader.host, leader.port)
+
+    async def _create_offsets_topic(self) -> None:
+        async with self._create_lock:
+            image = self.broker.image
+            if OFFSETS_TOPIC in image.topics:
+                return
+            rf = max(1, min(self.replication_factor, len(image.brokers)))
+            configs = {"cleanup.policy": "compact"}
+            try:
+                if self.broker.cluster is None:
+                    rq = quota.RequestQuota(self.broker.quotas, "", "", False, _now_ms())
+                    await self.broker._create_topic(OFFSETS_TOPIC, self.config.num_partitions, rf, {}, configs, rq=rq)
+                else:
+                    await self._create_through_controller(rf, configs)
+                log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
+                         self.config.num_partitions, rf)
+            except KafkaError as exc:
+                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    log.info("could not create %s yet: %s", OFFSETS_TOPIC, exc)
+
+    async def _create_through_controller(self, rf: int, configs: dict[str, str]) -> None:
+        """Any broker may be asked first; only the controller creates topics, so ask it as a client would."""
+        controller = self.broker.image.brokers.get(self.broker.image.controller_id)
+        if controller is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller known yet")
+        ch = self._controller_channel
+        if ch is None or (ch.host, ch.port) != (controller.host, controller.port):
+            if ch is not None:
+                ch.close()
+            ch = self._controller_channel = BrokerChannel(controller.host, controller.port,
+                                                          f"broker-{self.broker.config.broker_id}-groups")
+        T = CreateTopicsRequest.CreatableTopic
+        Cfg = T.CreatableTopicConfig
+        req = CreateTopicsRequest(version=CREATE_TOPICS_VERSION, timeout_ms=10_000, validate_only=False, topics=[
+            T(name=OFFSETS_TOPIC, num_partitions=self.config.num_partitions, replication_factor=rf, assignments=[],
+              configs=[Cfg(name=k, value=v) for k, v in configs.items()])])
+        try:
+            resp = await ch.request(req, CREATE_TOPICS_VERSION)
+        except ChannelError as exc:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from None
+        result = resp.topics[0]
+        if result.error_code:
+            raise KafkaError(ErrorCode(result.error_code), result.error_message)
+
+    # --- group membership ---------------------------------------------------------------------------------------
+
+    async def join_group(self, req: Request) -> Any:
+        b = req.body
+        v = req.version
+        result: ev.JoinResult = await self._ask(lambda t: ev.JoinGroup(
+            t, b.group_id, b.member_id, b.group_instance_id if v >= 5 else None, req.client_id or "", "",
+            b.session_timeout_ms, b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms, b.protocol_type,
+            tuple((p.name, bytes(p.metadata)) for p in b.protocols), v >= 4))
+        M = req.spec.response.JoinGroupResponseMember
+        fields: dict[str, Any] = dict(
+            throttle_time_ms=0, error_code=result.error, generation_id=result.generation,
+            protocol_name=result.protocol_name if v >= 7 else (result.protocol_name or ""),
+            leader=result.leader, member_id=result.member_id,
+            members=[M(member_id=m, group_instance_id=i, metadata=meta) for m, i, meta in result.members])
+        if v >= 7:
+            fields["protocol_type"] = result.protocol_type
+        if v >= 9:
+            fields["skip_assignment"] = False
+        return req.response(**fields)
+
+    async def sync_group(self, req: Request) -> Any:
+        b = req.body
+        v = req.version
+        result: ev.SyncResult = await self._ask(lambda t: ev.SyncGroup(
+            t, b.group_id, b.generation_id, b.member_id, b.group_instance_id if v >= 3 else None,
+            b.protocol_type if v >= 5 else None, b.protocol_name if v >= 5 else None,
+            tuple((a.member_id, bytes(a.assignment)) for a in b.assignments)))
+        fields: dict[str, Any] = dict(throttle_time_ms=0, error_code=result.error, assignment=result.assignment)
+        if v >= 5:
+            fields.update(protocol_type=result.protocol_type, protocol_name=result.protocol_name)
+        return req.response(**fields)
+
+    async def heartbeat(self, req: Request) -> Any:
+        b = req.body
+        code: ErrorCode = await self._ask(lambda t: ev.Heartbeat(
+            t, b.group_id, b.generation_id, b.member_id, b.group_instance_id if req.version >= 3 else None))
+        return req.response(throttle_time_ms=0, error_code=code)
+
+    async def leave_group(self, req: Request) -> Any:
+        b = req.body
+        if req.version >= 3:
+            members = tuple((m.member_id, m.group_instance_id) for m in b.members)
+        else:
+            members = ((b.member_id, None),)
+        result: ev.LeaveResult = await self._ask(lambda t: ev.LeaveGroup(t, b.group_id, members))
+        if req.version < 3:
+            return req.response(throttle_time_ms=0, error_code=result.error)
+        M = req.spec.response.MemberResponse
+        top = result.error if result.error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                               ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.INVALID_GROUP_ID) \
+            else ErrorCode.NONE
+        return req.response(throttle_time_ms=0, error_code=top, members=[
+            M(member_id=m, group_instance_id=i, error_code=c) for m, i, c in result.members])
+
+    # --- offsets -------------------------------------------------------------------------------------------------
+
+    async def offset_commit(self, req: Request) -> Any:
+        b = req.body
+        v = req.version
+        offsets = tuple(
+            ev.CommittedOffset(t.name, p.partition_index, p.committed_offset,
+                               p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
+            for t in b.topics for p in t.partitions)
+        result: ev.PartitionResults = await self._ask(lambda tok: ev.OffsetCommit(
+            tok, b.group_id, b.generation_id_or_member_epoch, b.member_id, b.group_instance_id if v >= 7 else None,
+            offsets))
+        T = req.spec.response.OffsetCommitResponseTopic
+        P = T.OffsetCommitResponsePartition
+        by_topic: dict[str, list[Any]] = {}
+        for topic, partition, code in result.partitions:
+            by_topic.setdefault(topic, []).append(P(partition_index=partition, error_code=code))
+        return req.response(throttle_time_ms=0, topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()])
+
+    async def offset_fetch(self, req: Request) -> Any:
+        b = req.body
+        v = req.version
+        if v >= 8:
+            wanted = [(g.group_id, None if g.topics is None else tuple((t.name, p) for t in g.topics
+                                                                        for p in t.partition_indexes)) for g in b.groups]
+        else:
+            wanted = [(b.group_id, None if b.topics is None else tuple((t.name, p) for t in b.topics
+                                                                        for p in t.partition_indexes))]
+        results: list[ev.OffsetFetchResult] = []
+        for group_id, partitions in wanted:
+            results.append(await self._ask(_offset_fetch(group_id, partitions)))
+        if v >= 8:
+            G = req.spec.response.OffsetFetchResponseGroup
+            T = G.OffsetFetchResponseTopics
+            P = T.OffsetFetchResponsePartitions
+            groups = []
+            for (group_id, _), r in zip(wanted, results, strict=True):
+                by_topic: dict[str, list[Any]] = {}
+                for o in r.offsets:
+                    by_topic.setdefault(o.topic, []).append(P(
+                        partition_index=o.partition, committed_offset=o.offset, committed_leader_epoch=o.leader_epoch,
+                        metadata=o.metadata, error_code=o.error))
+                groups.append(G(group_id=group_id, error_code=r.error,
+                                topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()]))
+            return req.response(throttle_time_ms=0, groups=groups)
+        r = results[0]
+        T = req.spec.response.OffsetFetchResponseTopic
+        P = T.OffsetFetchResponsePartition
+        by_topic = {}
+        for o in r.offsets:
+            part: dict[str, Any] = dict(partition_index=o.partition, committed_offset=o.offset, metadata=o.metadata,
+                                        error_code=o.error if v >= 2 or r.error == ErrorCode.NONE else r.error)
+            if v >= 5:
+                part["committed_leader_epoch"] = o.leader_epoch
+            by_topic.setdefault(o.topic, []).append(P(**part))
+        fields: dict[str, Any] = dict(topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()])
+        if v >= 2:
+            fields["error_code"] = r.error
+        if v >= 3:
+            fields["throttle_time_ms"] = 0
+        return req.response(**fields)
+
+    async def offset_delete(self, req: Request) -> Any:
+        b = req.body
+        partitions = tuple((t.name, p.partition_index) for t in b.topics for p in t.partitions)
+        result: ev.PartitionResults = await self._ask(lambda tok: ev.OffsetDelete(tok, b.group_id, partitions))
+        T = req.spec.response.OffsetDeleteResponseTopic
+        P = T.OffsetDeleteResponsePartition
+        by_topic: dict[str, list[Any]] = {}
+        for topic, partition, code in result.partitions:
+            by_topic.setdefault(topic, []).append(P(partition_index=partition, error_code=code))
+        return req.response(error_code=result.error, throttle_time_ms=0,
+                            topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()])
+
+    # --- ListGroups, DescribeGroups, DeleteGroups ----------------------------------------------------------------
+
+    async def list_groups(self, req: Request) -> Any:
+        b = req.body
+        states = frozenset(b.states_filter) if req.version >= 4 else frozenset()
+        types = {t.lower() for t in b.types_filter} if req.version >= 5 else set()
+        result: ev.ListGroupsResult = await self._ask(lambda t: ev.ListGroups(t, states))
+        G = req.spec.response.ListedGroup
+        groups = []
+        if not types or "classic" in types:
+            for g in result.groups:
+                fields: dict[str, Any] = dict(group_id=g.group_id, protocol_type=g.protocol_type)
+                if req.version >= 4:
+                    fields["group_state"] = g.state
+                if req.version >= 5:
+                    fields["group_type"] = "classic"
+                groups.append(G(**fields))
+        return req.response(throttle_time_ms=0, error_code=result.error, groups=groups)
+
+    async def describe_groups(self, req: Request) -> Any:
+        b = req.body
+        result: ev.DescribeGroupsResult = await self._ask(lambda t: ev.DescribeGroups(t, tuple(b.groups)))
+        G = req.spec.response.DescribedGroup
+        M = G.DescribedGroupMember
+        groups = []
+        for g in result.groups:
+            members = []
+            for m in g.members:
+                mf: dict[str, Any] = dict(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
+                                          member_metadata=m.metadata, member_assignment=m.assignment)
+                if req.version >= 4:
+                    mf["group_instance_id"] = m.instance_id
+                members.append(M(**mf))
+            gf: dict[str, Any] = dict(error_code=g.error, group_id=g.group_id, group_state=g.state,
+                                      protocol_type=g.protocol_type, protocol_data=g.protocol_name, members=members)
+            if req.version >= 3:
+                gf["authorized_operations"] = None  # not computed: encoded as Kafka's INT32_MIN
+            groups.append(G(**gf))
+        return req.response(throttle_time_ms=0, groups=groups)
+
+    async def delete_groups(self, req: Request) -> Any:
+        names = tuple(req.body.groups_names)
+        result: ev.DeleteGroupsResult = await self._ask(lambda t: ev.DeleteGroups(t, names))
+        R = req.spec.response.DeletableGroupResult
+        return req.response(throttle_time_ms=0, results=[R(group_id=g, error_code=c) for g, c in result.results])
+
+
+def _offset_fetch(group_id: str, partitions: tuple[tuple[str, int], ...] | None) -> Callable[[int], ev.Event]:
+    return lambda token: ev.OffsetFetch(token, group_id, partitions)
