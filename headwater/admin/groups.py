@@ -125,9 +125,15 @@ class Groups:
         """(group id, state) of every group on every broker."""
         self.client.refresh()
         out = []
+        deadline = time.monotonic() + self.client.timeout_s
         for node_id in sorted(self.client.nodes):
-            resp = self.client.send(ListGroupsRequest, dict(states_filter=[], types_filter=[]), node_id=node_id,
-                                    max_version=4)
+            while True:
+                resp = self.client.send(ListGroupsRequest, dict(states_filter=[], types_filter=[]), node_id=node_id,
+                                        max_version=4)
+                # A broker still loading an offsets partition it just took over answers in a moment.
+                if resp.error_code not in RETRIABLE or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
             if resp.error_code:
                 raise GroupError(f"ListGroups failed on broker {node_id}: {_error(resp.error_code)}")
             out += [(g.group_id, getattr(g, "group_state", "") or "") for g in resp.groups]

@@ -24,7 +24,8 @@ Rules of the state machine (Kafka's classic rebalance protocol):
 Offsets: a commit is answered once its records are committed; only then is it visible to
 OffsetFetch. Generation -1 commits are accepted for an Empty group (simple groups, admin tools).
 Offsets of an Empty group expire ``offsets.retention.minutes`` after it became Empty (for a
-group with no protocol type: after each commit), and the group with them.
+group with no protocol type: after each commit), and the group with them. A Stable consumer
+group's offsets of topics none of its members subscribes to expire that long after their commit.
 
 The shell passes time in (``now_ms`` on every call) and carries out the returned effects.
 """
@@ -867,11 +868,20 @@ class GroupCoordinator:
     def _expire_offsets(self, now_ms: int) -> None:
         retention = self.config.offsets_retention_ms
         for group in list(self.groups.values()):
-            if group.state != S.EMPTY or any(p.group_id == group.group_id for p in self._pending.values()):
+            if group.state not in (S.EMPTY, S.STABLE) or any(p.group_id == group.group_id for p in self._pending.values()):
                 continue
             if self.partitions.get(group.partition, (None, 0))[0] != PartitionLoad.LOADED:
                 continue
-            if group.protocol_type:
+            if group.state == S.STABLE:
+                # A consumer group in use keeps the offsets of what it subscribes to; those of topics
+                # no member subscribes to any more expire by commit time (KIP-496).
+                subscribed = frozenset().union(*(subscribed_topics(m.metadata(group.protocol_name))
+                                                 for m in group.members.values()))
+                if group.protocol_type != "consumer" or not subscribed:
+                    continue
+                expired = [tp for tp, o in group.offsets.items()
+                           if tp[0] not in subscribed and now_ms - o.commit_timestamp_ms >= retention]
+            elif group.protocol_type:
                 expired = list(group.offsets) if now_ms - group.state_timestamp_ms >= retention else []
             else:
                 expired = [tp for tp, o in group.offsets.items() if now_ms - o.commit_timestamp_ms >= retention]
@@ -879,7 +889,7 @@ class GroupCoordinator:
                 continue
             records: list[tuple[bytes, bytes | None]] = [
                 (encode_offset_key(OffsetKey(group.group_id, t, p)), None) for t, p in sorted(expired)]
-            if len(expired) == len(group.offsets):
+            if group.state == S.EMPTY and len(expired) == len(group.offsets):
                 # Nothing left: the group goes too (it turns Dead once the tombstones are committed).
                 records.append((encode_group_key(GroupKey(group.group_id)), None))
             self._append(group, records, _PendingWrite("expire", None, group.group_id, group.generation,

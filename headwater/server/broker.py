@@ -56,7 +56,7 @@ from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import Connection, Reply, current_connection, serve_connection_factory
 from headwater.server.controller_shell import ControllerShell
-from headwater.server.groups import GroupShell
+from headwater.server.groups import CLIENT_HOST, GroupShell
 from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
 from headwater.server.replica_manager import Hosted, ReplicaManager
 from headwater.storage import LogConfig, LogManager
@@ -348,6 +348,8 @@ class Broker:
         except (ValueError, MalformedFrameError) as exc:
             conn.abort(str(exc))
             return None
+        if request.spec.key == ApiKey.JOIN_GROUP:
+            CLIENT_HOST.set("/" + conn.peer.rpartition(":")[0])
         handler = self._handlers.get(request.spec.key)
         if handler is None:  # an API we decode but do not serve yet (the inter-broker ones)
             conn.abort(f"no handler for {request.spec.key.name} v{request.version} (correlation id {request.correlation_id})")

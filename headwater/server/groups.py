@@ -25,6 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import CreateTopicsRequest
@@ -49,6 +50,9 @@ WRITE_TIMEOUT_MS = 5000
 LOAD_READ_BYTES = 4 * 1024 * 1024
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 CREATE_TOPICS_VERSION = 5
+# The peer of the request being handled (each request runs in its own task, so its own context):
+# members are described with the host they joined from, as Kafka shows it ("/127.0.0.1").
+CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
 
 
 def _now_ms() -> int:
@@ -117,9 +121,10 @@ class GroupShell:
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        for fut in self._waiting.values():
-            if not fut.done():
-                fut.set_result(ErrorCode.NOT_COORDINATOR)
+        # Every waiting JoinGroup, SyncGroup and OffsetCommit gets NOT_COORDINATOR, as on a move.
+        for partition in list(self._led):
+            del self._led[partition]
+            self._apply(self.core.handle(ev.Unloaded(partition), _now_ms()))
         if self._controller_channel is not None:
             self._controller_channel.close()
 
@@ -306,7 +311,7 @@ class GroupShell:
         b = req.body
         v = req.version
         result: ev.JoinResult = await self._ask(lambda t: ev.JoinGroup(
-            t, b.group_id, b.member_id, b.group_instance_id if v >= 5 else None, req.client_id or "", "",
+            t, b.group_id, b.member_id, b.group_instance_id if v >= 5 else None, req.client_id or "", CLIENT_HOST.get(),
             b.session_timeout_ms, b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms, b.protocol_type,
             tuple((p.name, bytes(p.metadata)) for p in b.protocols), v >= 4))
         M = req.spec.response.JoinGroupResponseMember

@@ -317,6 +317,10 @@ class ReplicaManager:
             listener(topic, partition)
 
     def stop_replica(self, topic: str, partition: int, delete: bool) -> ErrorCode:
+        if delete and self.logs.is_offline(topic, partition):
+            # Its files sit in a failed dir and cannot be removed now. The controller keeps the
+            # deletion pending and asks again when this broker registers after its restart.
+            return ErrorCode.KAFKA_STORAGE_ERROR
         hosted = self.partitions.pop((topic, partition), None)
         if hosted is not None:
             out = hosted.replica.stop()
@@ -329,8 +333,16 @@ class ReplicaManager:
         return ErrorCode.NONE
 
     def drop_offline(self, keys: Iterable[tuple[str, int]]) -> None:
-        """Partitions whose log dir went offline: stop leading or following them at once. Pending
-        acks=all produces fail with KAFKA_STORAGE_ERROR; the files stay for recovery after a restart."""
+        """Partitions whose log dir went offline: stop leading or following them at once; the files stay
+        for recovery after a restart.
+
+        Pending acks=all produces fail with NOT_LEADER_OR_FOLLOWER, as at any leadership change, not
+        with KAFKA_STORAGE_ERROR: their batches were written here before the dir failed and may
+        already sit on the followers, one of which becomes leader. librdkafka takes a storage
+        error as "not persisted" and renumbers the retry under a new producer epoch, which the new
+        leader cannot recognise as a duplicate (the chaos disk-full nemesis found exactly that);
+        after NOT_LEADER_OR_FOLLOWER it retries the same sequence and the new leader deduplicates.
+        Only a write that itself failed answers KAFKA_STORAGE_ERROR: nothing of it was kept."""
         for topic, partition in keys:
             hosted = self.partitions.pop((topic, partition), None)
             if hosted is None:
@@ -338,7 +350,7 @@ class ReplicaManager:
             leader_id = hosted.replica.leader_id if hosted.replica.role == Role.FOLLOWER else None
             out = hosted.replica.stop()
             if out.fail_pending_acks:
-                self._complete(hosted.acks.fail_all(ErrorCode.KAFKA_STORAGE_ERROR))
+                self._complete(hosted.acks.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER))
             if leader_id is not None:
                 self._poke_fetcher(leader_id)
             self._wake(topic, partition)

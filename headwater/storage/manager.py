@@ -180,13 +180,16 @@ class LogManager:
             created = PartitionLog(
                 topic, partition, directory, self._config_for(topic), clock_ms=self._clock_ms
             )
-        except OSError as exc:
+        except (OSError, KafkaError) as exc:
+            if isinstance(exc, KafkaError) and exc.code != ErrorCode.KAFKA_STORAGE_ERROR:
+                raise
+            # The partition stays tied to this dir (offline with it): created again in another dir, it
+            # would exist twice once this one is back, and a restart would refuse to load either.
+            self._offline_partitions[key] = log_dir
             self._io_failed(log_dir, exc)
+            if isinstance(exc, KafkaError):
+                raise
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {directory}: {exc}") from exc
-        except KafkaError as exc:
-            if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:
-                self._io_failed(log_dir, exc)
-            raise
         self._watch(created, log_dir)
         self._logs[key] = created
         self._dir_of[key] = log_dir

@@ -92,10 +92,16 @@ class ConfluentMember(_ThreadMember):
                      "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
                      "client.id": "confluent-member", **conf}
         self.topic = topic
+        self.on_revoke: Callable[[list[TopicPartition]], None] | None = None
 
     def _run(self) -> None:
         c = Consumer(self.conf)
-        c.subscribe([self.topic])
+
+        def revoked(_c: Any, tps: list[TopicPartition]) -> None:
+            if self.on_revoke is not None:
+                self.on_revoke(tps)
+
+        c.subscribe([self.topic], on_revoke=revoked)
         try:
             while not self._stop.is_set():
                 m = c.poll(0.2)

@@ -85,6 +85,7 @@ def test_describe_shows_lag_while_a_producer_runs_and_resets_and_deletes(
             assert before[p] <= end <= after[p], (r, before, after)
             assert int(r["LAG"]) == end - current and 100 <= current <= end
             assert r["CLIENT-ID"] == "confluent-member" and r["CONSUMER-ID"].startswith("confluent-member-")
+            assert r["HOST"] == "/127.0.0.1"
         members = rows(cli("--bootstrap-server", bs, "--describe", "--group", group, "--members", "--verbose")[1])
         assert [(m["CLIENT-ID"], m["#PARTITIONS"]) for m in members] == [("confluent-member", str(PARTITIONS))]
         state = rows(cli("--bootstrap-server", bs, "--describe", "--group", group, "--state")[1])

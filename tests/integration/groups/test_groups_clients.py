@@ -5,7 +5,8 @@ kafka-python member joins. After each rebalance every partition belongs to exact
 (as DescribeGroups reports the leader's assignment), every produced offset is consumed, and since
 all members commit before each change, no offset below a committed position is read twice: they
 continue from the committed offsets. A second test kills the broker with SIGKILL and finds the
-committed offsets after restart.
+committed offsets after restart. A third shows that a static member (group.instance.id) restarting
+within its session timeout takes its old place without a rebalance.
 """
 
 from __future__ import annotations
@@ -105,3 +106,34 @@ def test_committed_offsets_survive_kill9(broker_factory: Callable[..., BrokerPro
     finally:
         m2.stop()
     assert sorted(o for _p, o in m2.snapshot()) == sorted([100 + i for i in range(10)] * 4)
+
+
+def test_static_member_restart_does_not_rebalance(broker_factory: Callable[..., BrokerProcess],
+                                                  topic_name: Callable[..., str]) -> None:
+    """librdkafka static members (group.instance.id) do not leave on close; one restarting within
+    its session timeout takes its old place without a rebalance: the other member keeps its partitions."""
+    b = broker_factory(GROUP_PROPS)
+    topic = create_topic(b.bootstrap, topic_name(), 4)
+    group = f"static-{topic}"
+    revoked: list[int] = []
+    steady = ConfluentMember(b.bootstrap, group, topic, **{"group.instance.id": "steady", "session.timeout.ms": 10000})
+    steady.on_revoke = lambda tps: revoked.append(len(tps))
+    steady.start()
+    bouncing = ConfluentMember(b.bootstrap, group, topic, **{"group.instance.id": "bouncing", "session.timeout.ms": 10000})
+    bouncing.start()
+    restarted = None
+    try:
+        before = wait_assignment(b.bootstrap, group, 2, 4)
+        revoked.clear()
+        bouncing.stop()
+        restarted = ConfluentMember(b.bootstrap, group, topic,
+                                    **{"group.instance.id": "bouncing", "session.timeout.ms": 10000}).start()
+        produce(b.bootstrap, topic, 4, 40)
+        wait_for(lambda: len(restarted.snapshot()) >= 20, 30, "the restarted member consuming its partitions")
+        after = wait_assignment(b.bootstrap, group, 2, 4)
+        assert sorted(map(sorted, before.values())) == sorted(map(sorted, after.values()))
+        assert revoked == [], "the other member was rebalanced"
+    finally:
+        for m in (steady, restarted):
+            if m is not None:
+                m.stop()

@@ -359,3 +359,18 @@ def test_transition_table_refuses_other_moves() -> None:
                 with pytest.raises(AssertionError):
                     coord._transition(g, target, 0)
 
+
+
+def test_stable_group_keeps_subscribed_offsets_and_expires_the_others() -> None:
+    h = Harness()
+    sub = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\x00\x00\x00\x00"  # consumer protocol v0: ["t"]
+    a, ta = h.new_member("g", protocols=(("range", sub),), session_ms=600_000)
+    r = h.reply(ta)
+    assert isinstance(r, ev.JoinResult)
+    h.sync("g", r.generation, a, ((a, b""),))
+    h.commit("g", {("t", 0): 1, ("old", 0): 2}, r.generation, a)
+    for _ in range(7):
+        h.advance(10_000)
+        assert h.heartbeat("g", r.generation, a) == E.NONE
+    assert h.state("g") == "Stable"
+    assert [(o.topic, o.offset) for o in h.fetch("g").offsets] == [("t", 1)]

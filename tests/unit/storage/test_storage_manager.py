@@ -139,3 +139,51 @@ def test_log_config_from_properties() -> None:
             LogConfig.from_properties(bad)
         assert e.value.code == ErrorCode.INVALID_CONFIG
     assert LogConfig.from_properties(cfg.to_properties()) == cfg
+
+
+def test_a_dir_that_fails_goes_offline_and_keeps_its_partitions(tmp_path: Path, clock: FakeClock) -> None:
+    """A partition whose creation failed in a dir stays tied to it (offline), and is not created again
+    in another dir: it would then exist twice once the first dir is back, and a restart would refuse
+    both (the chaos disk-full nemesis found that)."""
+    dirs = [tmp_path / "d0", tmp_path / "d1"]
+    mgr = LogManager(dirs, LogConfig(), clock_ms=clock)
+    failed: list[Path] = []
+    mgr.on_dir_failure = failed.append
+    mgr.load()
+    kept = mgr.get_or_create("t", 1)                      # lands in d0 (ties go to the first)
+    kept.append_as_leader(make_batch([b"x"]), 0, clock())
+    (dirs[1] / "t-0").write_bytes(b"")                    # a file where t-0's directory must go
+    with pytest.raises(KafkaError) as e:
+        mgr.get_or_create("t", 0)                         # d1 holds fewer: it is chosen, and fails
+    assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert failed == [dirs[1]] and mgr.failed_dirs() == [dirs[1]]
+    assert mgr.take_offline(dirs[1]) == []
+    assert mgr.offline_dirs == {dirs[1]} and mgr.online_dirs == [dirs[0]]
+    assert mgr.is_offline("t", 0)
+    with pytest.raises(KafkaError) as e:
+        mgr.get_or_create("t", 0)                         # not re-created in d0
+    assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert not (dirs[0] / "t-0").exists()
+    assert mgr.get_or_create("t", 2).directory.parent == dirs[0]   # new partitions go to the online dir
+    mgr.checkpoint()
+    mgr.close()
+    assert (dirs[0] / CLEAN_SHUTDOWN_MARKER).exists()
+    assert not (dirs[1] / CLEAN_SHUTDOWN_MARKER).exists(), "a failed dir is never marked clean"
+
+
+def test_taking_a_dir_offline_closes_its_logs(tmp_path: Path, clock: FakeClock) -> None:
+    dirs = [tmp_path / "d0", tmp_path / "d1"]
+    mgr = LogManager(dirs, LogConfig(), clock_ms=clock)
+    mgr.load()
+    logs = [mgr.get_or_create("t", p) for p in range(4)]
+    in_d1 = sorted((p.topic, p.partition) for p in logs if mgr.log_dir_of(p) == dirs[1])
+    assert sorted(mgr.take_offline(dirs[1])) == in_d1 and in_d1
+    for topic, partition in in_d1:
+        assert mgr.get(topic, partition) is None and mgr.is_offline(topic, partition)
+    assert all(p.closed for p in logs if (p.topic, p.partition) in in_d1)
+    assert len(mgr.all_logs()) == 4 - len(in_d1)
+    mgr.close()
+    reopened = LogManager(dirs, LogConfig(), clock_ms=clock)
+    reopened.load()                                       # after a restart both dirs serve again
+    assert len(reopened.all_logs()) == 4 and not reopened.offline_dirs
+    reopened.close()
