@@ -305,11 +305,23 @@ def topic_assignment(cluster: ChaosCluster) -> tuple[dict[int, tuple[int, ...]],
 
 
 def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], None] = lambda _: None) -> Outcome:
+    cluster_box: list[ChaosCluster] = []
+    try:
+        return _run_scenario(scenario, data_dir, progress, cluster_box)
+    finally:
+        # On every path, a failed one included: a tmpfs left mounted would outlive the run.
+        for cluster in cluster_box:
+            cluster.release_disks()
+
+
+def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], None],
+                  cluster_box: list[ChaosCluster]) -> Outcome:
     rng = random.Random(f"{scenario.nemesis}/{scenario.seed}")
     history = History(scenario.seed, scenario.nemesis, scenario.partitions)
     liveness: list[str] = []
     cluster = start_chaos_cluster(data_dir, scenario.brokers, CHAOS_PROPS,
                                   small_disk_kib=SMALL_DISK_KIB if scenario.nemesis in ("disk-full", "mixed") else 0)
+    cluster_box.append(cluster)
     try:
         progress(f"cluster up: {cluster.bootstrap}")
         cluster.create_topic(TOPIC, scenario.partitions, 3)
@@ -370,11 +382,8 @@ def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], N
             watcher.stop()
     finally:
         cluster.stop()
-    try:
-        replicas = read_replica_logs({b: cluster.log_dirs(b) for b in cluster.brokers}, TOPIC, scenario.partitions)
-        churn_dirs({b: cluster.log_dirs(b) for b in cluster.brokers}, churn_final)
-    finally:
-        cluster.release_disks()
+    replicas = read_replica_logs({b: cluster.log_dirs(b) for b in cluster.brokers}, TOPIC, scenario.partitions)
+    churn_dirs({b: cluster.log_dirs(b) for b in cluster.brokers}, churn_final)
     final = FinalState(consumed, hw, assignment, replicas, ongoing, churn_final)
     return Outcome(check(history, final), history, final, liveness, nemesis.windows, nemesis.faults)
 
