@@ -51,10 +51,11 @@ def create_topic(bootstrap: str, topic: str) -> None:
         fut.result(30)
 
 
-def produce(bootstrap: str, topic: str, count: int) -> float:
+def produce(bootstrap: str, topic: str, count: int, conf: dict[str, Any] | None = None) -> float:
+    """Seconds to produce ``count`` messages (acks=1); ``conf`` adds client settings (e.g. security)."""
     payload = os.urandom(MESSAGE_BYTES)
     p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1_000_000,
-                  "queue.buffering.max.kbytes": 1_048_576, "queue.buffering.max.messages": 1_000_000})
+                  "queue.buffering.max.kbytes": 1_048_576, "queue.buffering.max.messages": 1_000_000, **(conf or {})})
     errors: list[Any] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -78,13 +79,13 @@ def produce(bootstrap: str, topic: str, count: int) -> float:
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, count: int) -> float:
+def consume(bootstrap: str, topic: str, count: int, conf: dict[str, Any] | None = None) -> float:
     # librdkafka stops fetching for fetch.queue.backoff.ms (1 s by default) whenever its 64 MiB
     # prefetch queue is full, which a fast broker causes while the Python loop converts a 100k
     # message batch: the measurement would be of that pause. Both brokers get the same setting.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
                   "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-                  "fetch.queue.backoff.ms": 10})
+                  "fetch.queue.backoff.ms": 10, **(conf or {})})
     c.assign([TopicPartition(topic, 0, 0)])
     got = 0
     t0 = time.perf_counter()

@@ -21,16 +21,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.admin.local import BrokerProcess, free_port
 
-MESSAGE_BYTES = 1024
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from datapath import MESSAGE_BYTES, consume, produce
+
 USER, PASSWORD = "bench", "bench-secret"
 
 
@@ -42,50 +42,6 @@ def self_signed(d: Path) -> tuple[Path, Path]:
     keystore = d / "keystore.pem"
     keystore.write_text((d / "key.pem").read_text() + (d / "cert.pem").read_text())
     return keystore, d / "cert.pem"
-
-
-def produce(conf: dict[str, Any], topic: str, count: int) -> float:
-    payload = os.urandom(MESSAGE_BYTES)
-    p = Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 1_000_000,
-                  "queue.buffering.max.kbytes": 1_048_576, "queue.buffering.max.messages": 1_000_000})
-    errors: list[Any] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    t0 = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, value=payload, on_delivery=on_delivery)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 1000 == 0:
-            p.poll(0)
-    remaining = p.flush(120)
-    elapsed = time.perf_counter() - t0
-    if remaining or errors:
-        raise RuntimeError(f"produce failed: {remaining} undelivered, errors {errors[:3]}")
-    return elapsed
-
-
-def consume(conf: dict[str, Any], topic: str, count: int) -> float:
-    c = Consumer({**conf, "group.id": "bench", "enable.auto.commit": False, "fetch.max.bytes": 52_428_800,
-                  "max.partition.fetch.bytes": 10_485_760, "fetch.queue.backoff.ms": 10})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    t0 = time.perf_counter()
-    deadline = t0 + 300
-    while got < count and time.perf_counter() < deadline:
-        batch = c.consume(min(100_000, count - got), 1.0)
-        got += sum(1 for m in batch if m.error() is None)
-    elapsed = time.perf_counter() - t0
-    c.close()
-    if got != count:
-        raise RuntimeError(f"consumed {got} of {count}")
-    return elapsed
 
 
 def main() -> None:
@@ -124,8 +80,8 @@ def main() -> None:
                     topic = f"bench-{name}-{r}"
                     for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
                         fut.result(30)
-                    rates[name]["produce"].append(mb / produce(conf, topic, count))
-                    rates[name]["consume"].append(mb / consume(conf, topic, count))
+                    rates[name]["produce"].append(mb / produce(conf["bootstrap.servers"], topic, count, conf))
+                    rates[name]["consume"].append(mb / consume(conf["bootstrap.servers"], topic, count, conf))
                     print(f"round {r} {name}: produce {rates[name]['produce'][-1]:.1f} MB/s, "
                           f"consume {rates[name]['consume'][-1]:.1f} MB/s", file=sys.stderr)
             del admin  # librdkafka's admin client closes when collected, before the broker goes away

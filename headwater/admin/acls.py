@@ -177,10 +177,18 @@ def acls(bootstrap_server: str, command_config: Path | None, action: str | None,
         raise click.UsageError("A '--resource-pattern-type' value of 'ANY' or 'MATCH' is not valid when adding acls.")
     if (producer or consumer) and action == "list":
         raise click.UsageError("--producer and --consumer are only valid with --add or --remove")
-    if consumer and not groups:
-        raise click.UsageError("With --consumer you must specify a --group")
+    if producer and not topics:
+        raise click.UsageError("With --producer you must specify a --topic")
+    if idempotent and not producer:
+        raise click.UsageError("The --idempotent option is only available if --producer is set")
+    # A consumer reads topics as a group member; the cluster and transactional ids are a producer's.
+    if consumer and (not topics or not groups or (not producer and (cluster or transactional_ids))):
+        raise click.UsageError("With --consumer you must specify a --topic and a --group and no --cluster or "
+                               "--transactional-id option should be specified.")
     if (producer or consumer) and operations:
         raise click.UsageError("--operation cannot be combined with --producer or --consumer")
+    if (producer or consumer) and (deny_principals or deny_hosts):
+        raise click.UsageError("--deny-principal and --deny-host cannot be combined with --producer or --consumer")
     for p in (*allow_principals, *deny_principals, *principals):
         kind, sep, name = p.partition(":")
         if not sep or not kind or not name:

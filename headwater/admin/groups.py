@@ -24,6 +24,7 @@ from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetDeleteReque
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from headwater.admin.client import AdminClient, AdminError
+from headwater.admin.security import SecurityConfigError, load_command_config
 from headwater.protocol.errors import ErrorCode
 
 CLIENT_ID = "headwater-groups"
@@ -360,22 +361,10 @@ def plan_reset(g: Groups, group: str, scope: list[tuple[str, list[int] | None]] 
     return out
 
 
-def _command_config(path: Path | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    props = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            k, v = line.split("=", 1)
-            props[k.strip()] = v.strip()
-    return props
-
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--bootstrap-server", required=True, help="host:port of any broker.")
 @click.option("--command-config", type=click.Path(path_type=Path, exists=True, dir_okay=False), default=None,
-              help="Client properties (client.id, request.timeout.ms are used).")
+              help="Client properties: security.protocol, sasl.*, ssl.*, client.id, request.timeout.ms.")
 @click.option("--list", "action", flag_value="list", help="List every group.")
 @click.option("--describe", "action", flag_value="describe", help="Describe a group: offsets and lag by default.")
 @click.option("--reset-offsets", "action", flag_value="reset", help="Reset a group's offsets (group must be inactive).")
@@ -403,13 +392,18 @@ def groups(bootstrap_server: str, command_config: Path | None, action: str | Non
     """List, describe, reset, and delete consumer groups, like kafka-consumer-groups.sh."""
     if action is None:
         raise click.UsageError("one of --list, --describe, --reset-offsets, --delete, --delete-offsets is required")
-    props = _command_config(command_config)
+    try:
+        # Its security settings too: every connection (bootstrap and coordinators) authenticates alike.
+        security, props = load_command_config(command_config)
+    except SecurityConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--command-config") from None
     try:
         timeout_s = int(props.get("request.timeout.ms", "30000")) / 1000
     except ValueError:
         raise click.BadParameter("request.timeout.ms must be a number", param_hint="--command-config") from None
     try:
-        with AdminClient(bootstrap_server, client_id=props.get("client.id", CLIENT_ID), timeout_s=timeout_s) as client:
+        with AdminClient(bootstrap_server, client_id=props.get("client.id", CLIENT_ID), timeout_s=timeout_s,
+                         security=security) as client:
             g = Groups(client)
             sys.exit(_run(g, action, list(groups), all_groups, members, state, verbose, topics, all_topics, how,
                           to_offset, shift_by, to_datetime, execute))

@@ -1009,7 +1009,11 @@ class Controller:
             topic = TopicRecord(nt.name, nt.topic_id,
                                     {p: ReplicaAssignment(s.replicas) for p, s in planned.partitions.items()})
             if not event.validate_only:
-                step.writes.append(self._write(ZkOp.CREATE, PATHS.config("topics", nt.name), zk.encode_config(nt.configs),
+                # A config znode can outlive its topic (written by an alter that raced a delete): it is
+                # overwritten, as Kafka's setOrCreate does. Creating it would fail the whole multi,
+                # and every controller after this one would fail the client's retry the same way.
+                config_op = ZkOp.SET if nt.name in self._configs else ZkOp.CREATE
+                step.writes.append(self._write(config_op, PATHS.config("topics", nt.name), zk.encode_config(nt.configs),
                                                TopicConfigWritten(nt.name, dict(nt.configs)), make_parents=True))
                 step.writes.append(self._write(ZkOp.CREATE, PATHS.topic(nt.name), encode_topic(topic),
                                                TopicAssignmentWritten(topic), make_parents=True))

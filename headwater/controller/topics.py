@@ -11,7 +11,7 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 
-from headwater.metadata.configs import validate_topic_config
+from headwater.metadata.configs import validate_topic_configs
 from headwater.metadata.image import ClusterImage, PartitionState, TopicImage
 from headwater.placement import assign_replicas
 from headwater.protocol.errors import ErrorCode, KafkaError
@@ -70,8 +70,7 @@ def plan_create_topic(
     validate_topic_name(name)
     if name in image.topics:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    for key, value in configs.items():
-        validate_topic_config(key, value)
+    validate_topic_configs(configs)
     live = sorted(image.brokers)
     if assignments:
         if num_partitions != -1 or replication_factor != -1:

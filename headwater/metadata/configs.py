@@ -111,6 +111,17 @@ def validate_topic_config(name: str, value: str | None) -> None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(key.choices)}")
 
 
+def validate_topic_configs(configs: Mapping[str, str]) -> None:
+    """Every key of a topic's whole config set, then the rules between keys (Kafka's LogConfig)."""
+    for name, value in configs.items():
+        validate_topic_config(name, value)
+    low = int(configs.get("min.compaction.lag.ms", TOPIC_CONFIGS["min.compaction.lag.ms"].default))
+    high = int(configs.get("max.compaction.lag.ms", TOPIC_CONFIGS["max.compaction.lag.ms"].default))
+    if low > high:
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"conflict topic config setting min.compaction.lag.ms ({low}) > max.compaction.lag.ms ({high})")
+
+
 def effective_topic_config(topic_configs: Mapping[str, str], broker_props: Mapping[str, str]) -> dict[str, tuple[str, ConfigSource]]:
     """Every topic key with its value and where it came from."""
     out: dict[str, tuple[str, ConfigSource]] = {}

@@ -112,8 +112,8 @@ def batch_records(batch: bytes | memoryview, header: BatchHeader) -> bytes:
 def iter_records(records: bytes, count: int) -> Iterator[RecordView]:
     """Walk ``count`` records of a records blob; raise CorruptRecordError when they do not fit it.
 
-    The hot loop of the cleaner: one-byte varints (most lengths, offset deltas and key lengths)
-    are decoded inline, and the timestamp delta is skipped without decoding.
+    The hot loop of the cleaner: varints of one or two bytes (lengths below 8 KiB, offset deltas
+    below 8192) are decoded inline, and the timestamp delta is skipped without decoding.
     """
     pos = 0
     end = len(records)
@@ -123,6 +123,9 @@ def iter_records(records: bytes, count: int) -> Iterator[RecordView]:
             b = buf[pos]
             if b < 0x80:
                 length, body = (b >> 1) ^ -(b & 1), pos + 1
+            elif buf[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                length, body = (raw >> 1) ^ -(raw & 1), pos + 2
             else:
                 length, body = _varint(buf, pos)
             stop = body + length
@@ -135,11 +138,17 @@ def iter_records(records: bytes, count: int) -> Iterator[RecordView]:
             b = buf[p]
             if b < 0x80:
                 offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            elif buf[p + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[p + 1] << 7)
+                offset_delta, p = (raw >> 1) ^ -(raw & 1), p + 2
             else:
                 offset_delta, p = _varint(buf, p)
             b = buf[p]
             if b < 0x80:
                 key_len, p = (b >> 1) ^ -(b & 1), p + 1
+            elif buf[p + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[p + 1] << 7)
+                key_len, p = (raw >> 1) ^ -(raw & 1), p + 2
             else:
                 key_len, p = _varint(buf, p)
             key: bytes | None = None
@@ -149,6 +158,9 @@ def iter_records(records: bytes, count: int) -> Iterator[RecordView]:
             b = buf[p]
             if b < 0x80:
                 value_len, p = (b >> 1) ^ -(b & 1), p + 1
+            elif buf[p + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[p + 1] << 7)
+                value_len, p = (raw >> 1) ^ -(raw & 1), p + 2
             else:
                 value_len, p = _varint(buf, p)
             if p > stop or (value_len > 0 and p + value_len > stop):

@@ -9,6 +9,7 @@ SaslAuthenticate are served, frames are capped at 512 KiB, and a failure answers
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import struct
@@ -30,6 +31,7 @@ from headwater.server.zk import zookeeper_security
 log = logging.getLogger(__name__)
 FAILURE_LOG_INTERVAL_S = 10.0  # at most one failed-authentication line per client address per interval
 FAILURE_LOG_ADDRESSES = 10_000
+DEFAULT_AUTHENTICATION_DEADLINE_MS = 600_000  # Kafka's connections.max.idle.ms
 _SIZE = struct.Struct(">i")
 
 
@@ -70,6 +72,14 @@ class Authenticator:
         self._plain_users: dict[str, dict[str, str]] = {}
         self._ssl: dict[str, ssl.SSLContext] = {}
         try:
+            size = config.props.get("sasl.server.max.receive.size", str(sasl.MAX_RECEIVE_BYTES))
+            if not size.isdigit() or int(size) == 0:
+                raise ConfigError(f"sasl.server.max.receive.size={size!r} is not a positive integer")
+            self._max_receive_bytes = int(size)
+            idle = config.props.get("connections.max.idle.ms", str(DEFAULT_AUTHENTICATION_DEADLINE_MS))
+            if not idle.isdigit():
+                raise ConfigError(f"connections.max.idle.ms={idle!r} is not a non-negative integer")
+            self._deadline_s = int(idle) / 1000
             for listener in config.listeners:
                 if listener.uses_sasl:
                     self._mechanisms[listener.name] = sasl.enabled_mechanisms(config.props, listener.name)
@@ -119,7 +129,15 @@ class Authenticator:
                     conn.principal = principal
         if listener in self._mechanisms:
             conn.sasl = sasl.SaslSession(self._mechanisms[listener], self._plain_users[listener], self._scram_lookup)
-            conn.set_max_frame_bytes(min(sasl.MAX_RECEIVE_BYTES, self._config.socket_request_max_bytes))
+            conn.set_max_frame_bytes(min(self._max_receive_bytes, self._config.socket_request_max_bytes))
+            if self._deadline_s > 0:
+                asyncio.get_running_loop().call_later(self._deadline_s, self._deadline, conn)
+
+    def _deadline(self, conn: Connection) -> None:
+        # A client that connects and never finishes authenticating would hold its connection forever.
+        if not conn.closed and self.needs_gate(conn):
+            self._fail(conn, conn.sasl, f"not authenticated within connections.max.idle.ms ({self._deadline_s:g} s)")
+            conn.abort("SASL authentication deadline", quiet=True)
 
     def needs_gate(self, conn: Connection) -> bool:
         session = conn.sasl

@@ -26,12 +26,14 @@ those that name topics). A group handler calls ``authz.group_error(req, group_id
 answers with the code it returns (nothing changes when it is not NONE); ListGroups lists every
 group with DESCRIBE on CLUSTER, otherwise only the groups ``authz.group(req, DESCRIBE, g)`` allows.
 FindCoordinator checks DESCRIBE on the GROUP (key type 0) or the TRANSACTIONAL_ID (key type 1).
+:mod:`headwater.server.group_acl` applies these rules for the group handlers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -128,7 +130,7 @@ GROUP_TOPIC_OPERATIONS: dict[ApiKeyInt, AclOperation] = {
 AUDITED_MUTATIONS: frozenset[int] = frozenset({
     ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.DELETE_RECORDS,
     ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CLIENT_QUOTAS,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS, 30, 31, 51,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, 30, 31, 51,
 })
 API_NAMES: dict[int, str] = {30: "CREATE_ACLS", 31: "DELETE_ACLS", 29: "DESCRIBE_ACLS",
                              50: "DESCRIBE_USER_SCRAM_CREDENTIALS", 51: "ALTER_USER_SCRAM_CREDENTIALS"}
@@ -196,8 +198,8 @@ class Authz:
     def cluster(self, req: Request, op: AclOperation, *, note: bool = True) -> bool:
         return self.allowed(req, op, ResourceType.CLUSTER, CLUSTER_NAME, note=note)
 
-    def group(self, req: Request, op: AclOperation, group_id: str) -> bool:
-        return self.allowed(req, op, ResourceType.GROUP, group_id)
+    def group(self, req: Request, op: AclOperation, group_id: str, *, note: bool = True) -> bool:
+        return self.allowed(req, op, ResourceType.GROUP, group_id, note=note)
 
     def group_error(self, req: Request, group_id: str) -> ErrorCode:
         """The check :data:`GROUP_OPERATIONS` names for this request's API, as an error code."""
@@ -234,6 +236,11 @@ class Authz:
                 error, resources = _extract(req, response)
         if not resources:
             resources = list(req.denied)
+        elif req.denied:
+            # A mutation's resources come from its response: name the operation refused on each.
+            refused_ops = {(d.resource_type, d.name): d.operation for d in req.denied}
+            resources = [dataclasses.replace(r, operation=refused_ops[(r.resource_type, r.name)])
+                         if r.operation is None and (r.resource_type, r.name) in refused_ops else r for r in resources]
         self.audit.write(AuditRecord(int(time.time() * 1000), req.principal, req.client_address, req.client_id,
                                      api_name(req.api_key), req.version, tuple(resources), bool(req.denied), error))
 
@@ -505,6 +512,13 @@ def _extract(req: Request, resp: Any) -> tuple[int, list[AuditResource]]:
                                  + (" cancel" if wanted.get((t.name, p.partition_index)) is None else
                                     f" -> {wanted[(t.name, p.partition_index)]}"), p.error_code)
                    for t in resp.responses for p in t.partitions]
+    if key == ApiKey.DELETE_GROUPS:
+        return 0, [AuditResource("GROUP", r.group_id, r.error_code) for r in resp.results]
+    if key == ApiKey.OFFSET_DELETE:
+        # The group (with the request-level error), then each partition whose offset was to go.
+        return resp.error_code, [AuditResource("GROUP", body.group_id, resp.error_code)] + [
+            AuditResource("GROUP_OFFSET", f"{body.group_id}/{t.name}-{p.partition_index}", p.error_code)
+            for t in resp.topics for p in t.partitions]
     if key == 30:
         return 0, [AuditResource("ACL", _describe_creation(c), r.error_code)
                    for c, r in zip(body.creations, resp.results, strict=False)]

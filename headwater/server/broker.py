@@ -32,6 +32,7 @@ from headwater.metadata.configs import (
     effective_topic_config,
     validate_broker_config,
     validate_topic_config,
+    validate_topic_configs,
 )
 from headwater.metadata.image import BrokerEndpoint, BrokerInfo, ClusterImage, PartitionState, TopicImage
 from headwater.protocol.apis import (
@@ -1043,6 +1044,8 @@ class Broker:
                     if not deletable:
                         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     plog = self._leader(t.name, p.partition_index).plog
+                    if not plog.config.delete:  # Kafka: a compact-only topic keeps every latest value
+                        raise KafkaError(ErrorCode.POLICY_VIOLATION)
                     target = plog.high_watermark if p.offset == -1 else p.offset
                     if target < 0 or target > plog.high_watermark:
                         raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
@@ -1159,8 +1162,7 @@ class Broker:
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        for key, value in configs.items():
-            validate_topic_config(key, value)
+        validate_topic_configs(configs)
         if validate_only:
             return
         if self.cluster is not None:

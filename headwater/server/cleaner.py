@@ -17,7 +17,9 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from headwater.protocol.errors import KafkaError
 from headwater.server.metrics import CleanerFigures
@@ -38,10 +40,12 @@ from headwater.storage.cleaner import (
     plan_still_valid,
     write_group,
 )
+from headwater.storage.files import fsync_dir
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BACKOFF_MS = 15_000
+T = TypeVar("T")
 
 
 class LogCleanerService:
@@ -64,6 +68,9 @@ class LogCleanerService:
         # Logs whose cleaning failed: skipped until the broker restarts, as Kafka does, so one bad
         # log does not fail every run. A log that merely changed under the cleaner is not put here.
         self.uncleanable: set[tuple[str, int]] = set()
+        # The log each checkpoint entry belongs to. A log created after start-up (a new partition,
+        # a replica moved back) starts with no checkpoint, whatever an older log of that name left.
+        self._known: dict[tuple[str, int], weakref.ref[PartitionLog]] | None = None
 
     def figures(self) -> CleanerFigures:
         return CleanerFigures(self.bytes_read, self.bytes_written, self.runs, self.last_run_duration_s,
@@ -72,7 +79,7 @@ class LogCleanerService:
     def start(self) -> None:
         """After the logs are loaded; does nothing when ``log.cleaner.enable`` is false."""
         if self.enabled:
-            self._checkpoints = CleanerCheckpoints(self.logs.log_dirs)
+            self._init_checkpoints()
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -94,13 +101,24 @@ class LogCleanerService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.backoff_ms / 1000)
 
+    def _init_checkpoints(self) -> None:
+        """Read the checkpoint files; the logs open now are the ones their entries describe."""
+        self._checkpoints = CleanerCheckpoints(self.logs.log_dirs)
+        self._known = {(p.topic, p.partition): weakref.ref(p) for p in self.logs.all_logs()}
+
     def _candidates(self, now_ms: int) -> list[tuple[PartitionLog, Cleanable]]:
-        assert self._checkpoints is not None
+        assert self._checkpoints is not None and self._known is not None
         out = []
         for plog in self.logs.all_logs():
-            if plog.closed or not plog.config.compact or (plog.topic, plog.partition) in self.uncleanable:
-                continue
+            key = (plog.topic, plog.partition)
             log_dir = self.logs.log_dir_of(plog)
+            known = self._known.get(key)
+            if known is None or known() is not plog:
+                self._known[key] = weakref.ref(plog)
+                self._checkpoints.forget(log_dir, plog.topic, plog.partition)
+                self.uncleanable.discard(key)
+            if plog.closed or not plog.config.compact or key in self.uncleanable:
+                continue
             checkpoint = self._checkpoints.get(log_dir, plog.topic, plog.partition)
             if plog.truncated_to is not None:
                 # Kafka's maybeTruncateCheckpoint: what was written again after a truncation is dirty.
@@ -114,10 +132,23 @@ class LogCleanerService:
                 log.warning("cleaner skips %s-%d: %s", plog.topic, plog.partition, exc)
         return out
 
+    @staticmethod
+    async def _in_thread(plan: CleanPlan, fn: Callable[..., T], *args: object) -> T:
+        """Run ``fn`` on a worker thread. If this task is cancelled meanwhile, the thread is told to
+        stop and waited for, so it never works on after the plan's descriptors are closed."""
+        future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            plan.abort.set()
+            with contextlib.suppress(BaseException):
+                await future
+            raise
+
     async def clean_one(self) -> bool:
         """Clean the dirtiest log that needs it; False when none did (or the clean was abandoned)."""
         if self._checkpoints is None:
-            self._checkpoints = CleanerCheckpoints(self.logs.log_dirs)
+            self._init_checkpoints()
         picked = choose(self._candidates(self._clock_ms()))
         if picked is None:
             return False
@@ -130,19 +161,21 @@ class LogCleanerService:
         started = time.monotonic()
         read_before = written_before = 0
         try:
-            offset_map, mapped_end = await asyncio.to_thread(build_offset_map, plan)
+            offset_map, mapped_end = await self._in_thread(plan, build_offset_map, plan)
             for group in group_segments(plan.segments, mapped_end, plan.segment_bytes):
                 base = group[0].base_offset
                 try:
-                    await asyncio.to_thread(write_group, plan, group, offset_map)
+                    await self._in_thread(plan, write_group, plan, group, offset_map)
                 except BaseException:
                     discard_group_files(plan.directory, base)
                     raise
                 if self.logs.get(plog.topic, plog.partition) is not plog or plog.closed:
                     discard_group_files(plan.directory, base)
                     raise CleanerAborted(f"{plog.topic}-{plog.partition} went away during cleaning")
-                if plog.replace_segments([r.segment for r in group], [r.size_bytes for r in group], base):
+                if plog.replace_segments([r.segment for r in group], [r.size_bytes for r in group], base,
+                                         sync_dir=False):
                     plan.stats.segments_replaced += len(group)
+                    await asyncio.to_thread(fsync_dir, plan.directory)  # an fsync may take long: not on the loop
                 else:
                     plan.stats.groups_refused += 1
                 self.bytes_read += plan.stats.bytes_read - read_before
@@ -150,6 +183,7 @@ class LogCleanerService:
                 read_before, written_before = plan.stats.bytes_read, plan.stats.bytes_written
             live = {(p.topic, p.partition) for p in self.logs.all_logs() if self.logs.log_dir_of(p) == self.logs.log_dir_of(plog)}
             mapped_end = next_checkpoint(plan, mapped_end)
+            assert self._checkpoints is not None
             await asyncio.to_thread(
                 self._checkpoints.update, self.logs.log_dir_of(plog), plog.topic, plog.partition, mapped_end, live
             )

@@ -13,7 +13,9 @@
 * loads a partition's groups and offsets when this broker becomes its leader (the coordinator
   answers COORDINATOR_LOAD_IN_PROGRESS meanwhile) and unloads them when it stops being leader
   (NOT_COORDINATOR, so clients look again);
-* ticks the coordinator's clock for session and rebalance timeouts and offset retention.
+* ticks the coordinator's clock for session and rebalance timeouts and offset retention;
+* checks every request against the authorizer first (:mod:`headwater.server.group_acl`): a refused
+  request, group or topic never reaches the coordinator, so it changes nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.records import iter_batches
 from headwater.server.channel import BrokerChannel, ChannelError
+from headwater.server.group_acl import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, GroupAcl, merge_results
 
 if TYPE_CHECKING:
     from headwater.server.broker import Broker
@@ -48,7 +51,6 @@ log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 0.1
 WRITE_TIMEOUT_MS = 5000
 LOAD_READ_BYTES = 4 * 1024 * 1024
-KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 CREATE_TOPICS_VERSION = 5
 # The peer of the request being handled (each request runs in its own task, so its own context):
 # members are described with the host they joined from, as Kafka shows it ("/127.0.0.1").
@@ -135,6 +137,9 @@ class GroupShell:
                 self._apply(self.core.handle(ev.Tick(), _now_ms()))
             except Exception:
                 log.exception("group coordinator tick failed")
+
+    def _acl(self, req: Request) -> GroupAcl:
+        return GroupAcl(self.broker.authz, req)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -230,7 +235,13 @@ class GroupShell:
         body = req.body
         key_type = body.key_type if req.version >= 1 else KEY_TYPE_GROUP
         keys = list(body.coordinator_keys) if req.version >= 4 else [body.key]
-        found = [await self._coordinator_for(k, key_type) for k in keys]
+        acl = self._acl(req)
+        found = []
+        for k in keys:
+            # Checked first: a refused principal does not get the offsets topic created either.
+            refused = acl.coordinator_error(key_type, k)
+            found.append((refused, None, (-1, "", -1)) if refused != ErrorCode.NONE
+                         else await self._coordinator_for(k, key_type))
         if req.version < 4:
             code, message, node = found[0]
             fields: dict[str, Any] = dict(error_code=code, node_id=node[0], host=node[1], port=node[2])
@@ -310,10 +321,12 @@ class GroupShell:
     async def join_group(self, req: Request) -> Any:
         b = req.body
         v = req.version
-        result: ev.JoinResult = await self._ask(lambda t: ev.JoinGroup(
-            t, b.group_id, b.member_id, b.group_instance_id if v >= 5 else None, req.client_id or "", CLIENT_HOST.get(),
-            b.session_timeout_ms, b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms, b.protocol_type,
-            tuple((p.name, bytes(p.metadata)) for p in b.protocols), v >= 4))
+        refused = self._acl(req).group_error(b.group_id)
+        result: ev.JoinResult = ev.JoinResult(refused) if refused != ErrorCode.NONE else await self._ask(
+            lambda t: ev.JoinGroup(
+                t, b.group_id, b.member_id, b.group_instance_id if v >= 5 else None, req.client_id or "", CLIENT_HOST.get(),
+                b.session_timeout_ms, b.rebalance_timeout_ms if v >= 1 else b.session_timeout_ms, b.protocol_type,
+                tuple((p.name, bytes(p.metadata)) for p in b.protocols), v >= 4))
         M = req.spec.response.JoinGroupResponseMember
         fields: dict[str, Any] = dict(
             throttle_time_ms=0, error_code=result.error, generation_id=result.generation,
@@ -329,10 +342,12 @@ class GroupShell:
     async def sync_group(self, req: Request) -> Any:
         b = req.body
         v = req.version
-        result: ev.SyncResult = await self._ask(lambda t: ev.SyncGroup(
-            t, b.group_id, b.generation_id, b.member_id, b.group_instance_id if v >= 3 else None,
-            b.protocol_type if v >= 5 else None, b.protocol_name if v >= 5 else None,
-            tuple((a.member_id, bytes(a.assignment)) for a in b.assignments)))
+        refused = self._acl(req).group_error(b.group_id)
+        result: ev.SyncResult = ev.SyncResult(refused) if refused != ErrorCode.NONE else await self._ask(
+            lambda t: ev.SyncGroup(
+                t, b.group_id, b.generation_id, b.member_id, b.group_instance_id if v >= 3 else None,
+                b.protocol_type if v >= 5 else None, b.protocol_name if v >= 5 else None,
+                tuple((a.member_id, bytes(a.assignment)) for a in b.assignments)))
         fields: dict[str, Any] = dict(throttle_time_ms=0, error_code=result.error, assignment=result.assignment)
         if v >= 5:
             fields.update(protocol_type=result.protocol_type, protocol_name=result.protocol_name)
@@ -340,8 +355,10 @@ class GroupShell:
 
     async def heartbeat(self, req: Request) -> Any:
         b = req.body
-        code: ErrorCode = await self._ask(lambda t: ev.Heartbeat(
-            t, b.group_id, b.generation_id, b.member_id, b.group_instance_id if req.version >= 3 else None))
+        refused = self._acl(req).group_error(b.group_id)
+        code: ErrorCode = refused if refused != ErrorCode.NONE else await self._ask(
+            lambda t: ev.Heartbeat(t, b.group_id, b.generation_id, b.member_id,
+                                   b.group_instance_id if req.version >= 3 else None))
         return req.response(throttle_time_ms=0, error_code=code)
 
     async def leave_group(self, req: Request) -> Any:
@@ -350,12 +367,15 @@ class GroupShell:
             members = tuple((m.member_id, m.group_instance_id) for m in b.members)
         else:
             members = ((b.member_id, None),)
-        result: ev.LeaveResult = await self._ask(lambda t: ev.LeaveGroup(t, b.group_id, members))
+        refused = self._acl(req).group_error(b.group_id)
+        result: ev.LeaveResult = ev.LeaveResult(refused) if refused != ErrorCode.NONE else await self._ask(
+            lambda t: ev.LeaveGroup(t, b.group_id, members))
         if req.version < 3:
             return req.response(throttle_time_ms=0, error_code=result.error)
         M = req.spec.response.MemberResponse
         top = result.error if result.error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                                               ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.INVALID_GROUP_ID) \
+                                               ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.INVALID_GROUP_ID,
+                                               ErrorCode.GROUP_AUTHORIZATION_FAILED) \
             else ErrorCode.NONE
         return req.response(throttle_time_ms=0, error_code=top, members=[
             M(member_id=m, group_instance_id=i, error_code=c) for m, i, c in result.members])
@@ -369,15 +389,56 @@ class GroupShell:
             ev.CommittedOffset(t.name, p.partition_index, p.committed_offset,
                                p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
             for t in b.topics for p in t.partitions)
-        result: ev.PartitionResults = await self._ask(lambda tok: ev.OffsetCommit(
-            tok, b.group_id, b.generation_id_or_member_epoch, b.member_id, b.group_instance_id if v >= 7 else None,
-            offsets))
+        result = await self._commit(req, offsets)
         T = req.spec.response.OffsetCommitResponseTopic
         P = T.OffsetCommitResponsePartition
         by_topic: dict[str, list[Any]] = {}
         for topic, partition, code in result.partitions:
             by_topic.setdefault(topic, []).append(P(partition_index=partition, error_code=code))
         return req.response(throttle_time_ms=0, topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()])
+
+    async def _commit(self, req: Request, offsets: tuple[ev.CommittedOffset, ...]) -> ev.PartitionResults:
+        b = req.body
+        v = req.version
+        acl = self._acl(req)
+        requested = [(o.topic, o.partition) for o in offsets]
+        refused_group = acl.group_error(b.group_id)
+        if refused_group != ErrorCode.NONE:
+            return ev.PartitionResults(refused_group, tuple((t, p, refused_group) for t, p in requested))
+        allowed, refused = acl.split_partitions(requested)
+        if not allowed:  # nothing left to commit: the coordinator (and the group) is not touched
+            return ev.PartitionResults(ErrorCode.NONE, merge_results(requested, refused,
+                                                                     ErrorCode.TOPIC_AUTHORIZATION_FAILED, ()))
+        kept = set(allowed)
+        result: ev.PartitionResults = await self._ask(lambda tok: ev.OffsetCommit(
+            tok, b.group_id, b.generation_id_or_member_epoch, b.member_id, b.group_instance_id if v >= 7 else None,
+            tuple(o for o in offsets if (o.topic, o.partition) in kept)))
+        return ev.PartitionResults(result.error, merge_results(requested, refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                               result.partitions))
+
+    async def _fetch(self, acl: GroupAcl, group_id: str,
+                     partitions: tuple[tuple[str, int], ...] | None) -> ev.OffsetFetchResult:
+        refused_group = acl.group_error(group_id)
+        if refused_group != ErrorCode.NONE:
+            return ev.OffsetFetchResult(refused_group)
+        if partitions is None:
+            result: ev.OffsetFetchResult = await self._ask(_offset_fetch(group_id, None))
+            visible = acl.describable_topics(o.topic for o in result.offsets)
+            return ev.OffsetFetchResult(result.error, tuple(o for o in result.offsets if o.topic in visible))
+        allowed, refused = acl.split_partitions(partitions)
+        result = await self._ask(_offset_fetch(group_id, allowed))
+        if result.error != ErrorCode.NONE:
+            return result
+        # Refused topics' partitions answer TOPIC_AUTHORIZATION_FAILED; all in the request's order.
+        answered = {(o.topic, o.partition): o for o in result.offsets}
+        denied = set(refused)
+        out = []
+        for t, p in dict.fromkeys(partitions):
+            if (t, p) in denied:
+                out.append(ev.FetchedOffset(t, p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif (t, p) in answered:
+                out.append(answered[(t, p)])
+        return ev.OffsetFetchResult(ErrorCode.NONE, tuple(out))
 
     async def offset_fetch(self, req: Request) -> Any:
         b = req.body
@@ -388,9 +449,10 @@ class GroupShell:
         else:
             wanted = [(b.group_id, None if b.topics is None else tuple((t.name, p) for t in b.topics
                                                                         for p in t.partition_indexes))]
+        acl = self._acl(req)
         results: list[ev.OffsetFetchResult] = []
         for group_id, partitions in wanted:
-            results.append(await self._ask(_offset_fetch(group_id, partitions)))
+            results.append(await self._fetch(acl, group_id, partitions))
         if v >= 8:
             G = req.spec.response.OffsetFetchResponseGroup
             T = G.OffsetFetchResponseTopics
@@ -406,6 +468,10 @@ class GroupShell:
                                 topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()]))
             return req.response(throttle_time_ms=0, groups=groups)
         r = results[0]
+        requested = wanted[0][1]
+        if v < 2 and r.error != ErrorCode.NONE and requested:
+            # v0/v1 have no group-level error field: each requested partition carries it.
+            r = ev.OffsetFetchResult(r.error, tuple(ev.FetchedOffset(t, p, -1, -1, "", r.error) for t, p in requested))
         T = req.spec.response.OffsetFetchResponseTopic
         P = T.OffsetFetchResponsePartition
         by_topic = {}
@@ -425,7 +491,17 @@ class GroupShell:
     async def offset_delete(self, req: Request) -> Any:
         b = req.body
         partitions = tuple((t.name, p.partition_index) for t in b.topics for p in t.partitions)
-        result: ev.PartitionResults = await self._ask(lambda tok: ev.OffsetDelete(tok, b.group_id, partitions))
+        acl = self._acl(req)
+        result: ev.PartitionResults
+        refused_group = acl.group_error(b.group_id)
+        if refused_group != ErrorCode.NONE:
+            result = ev.PartitionResults(refused_group)
+        else:
+            allowed, refused = acl.split_partitions(partitions)
+            answer: ev.PartitionResults = await self._ask(lambda tok: ev.OffsetDelete(tok, b.group_id, allowed))
+            result = ev.PartitionResults(answer.error, merge_results(partitions, refused,
+                                                                     ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                                     answer.partitions))
         T = req.spec.response.OffsetDeleteResponseTopic
         P = T.OffsetDeleteResponsePartition
         by_topic: dict[str, list[Any]] = {}
@@ -443,8 +519,9 @@ class GroupShell:
         result: ev.ListGroupsResult = await self._ask(lambda t: ev.ListGroups(t, states))
         G = req.spec.response.ListedGroup
         groups = []
+        visible = self._acl(req).listable_groups(g.group_id for g in result.groups)
         if not types or "classic" in types:
-            for g in result.groups:
+            for g in (g for g in result.groups if g.group_id in visible):
                 fields: dict[str, Any] = dict(group_id=g.group_id, protocol_type=g.protocol_type)
                 if req.version >= 4:
                     fields["group_state"] = g.state
@@ -455,11 +532,18 @@ class GroupShell:
 
     async def describe_groups(self, req: Request) -> Any:
         b = req.body
-        result: ev.DescribeGroupsResult = await self._ask(lambda t: ev.DescribeGroups(t, tuple(b.groups)))
+        acl = self._acl(req)
+        allowed, refused = acl.split_groups(tuple(b.groups))
+        described: dict[str, ev.DescribedGroup] = {g: ev.DescribedGroup(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, state="")
+                                                   for g in refused}
+        if allowed:
+            result: ev.DescribeGroupsResult = await self._ask(lambda t: ev.DescribeGroups(t, allowed))
+            described.update((g.group_id, g) for g in result.groups)
+        with_operations = req.version >= 3 and b.include_authorized_operations
         G = req.spec.response.DescribedGroup
         M = G.DescribedGroupMember
         groups = []
-        for g in result.groups:
+        for g in (described[name] for name in b.groups):  # a repeated id is answered each time, as before
             members = []
             for m in g.members:
                 mf: dict[str, Any] = dict(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
@@ -470,15 +554,23 @@ class GroupShell:
             gf: dict[str, Any] = dict(error_code=g.error, group_id=g.group_id, group_state=g.state,
                                       protocol_type=g.protocol_type, protocol_data=g.protocol_name, members=members)
             if req.version >= 3:
-                gf["authorized_operations"] = None  # not computed: encoded as Kafka's INT32_MIN
+                # Not asked for (or the group not described): Kafka's INT32_MIN, which None encodes.
+                gf["authorized_operations"] = acl.group_operations(g.group_id) \
+                    if with_operations and g.error == ErrorCode.NONE else None
             groups.append(G(**gf))
         return req.response(throttle_time_ms=0, groups=groups)
 
     async def delete_groups(self, req: Request) -> Any:
         names = tuple(req.body.groups_names)
-        result: ev.DeleteGroupsResult = await self._ask(lambda t: ev.DeleteGroups(t, names))
+        allowed, refused = self._acl(req).split_groups(names)
+        results = [(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in dict.fromkeys(refused)]
+        if allowed:
+            result: ev.DeleteGroupsResult = await self._ask(lambda t: ev.DeleteGroups(t, allowed))
+            results += result.results
+        order = {g: i for i, g in reversed(list(enumerate(names)))}
         R = req.spec.response.DeletableGroupResult
-        return req.response(throttle_time_ms=0, results=[R(group_id=g, error_code=c) for g, c in result.results])
+        return req.response(throttle_time_ms=0, results=[R(group_id=g, error_code=c) for g, c in
+                                                         sorted(results, key=lambda r: order.get(r[0], len(order)))])
 
 
 def _offset_fetch(group_id: str, partitions: tuple[tuple[str, int], ...] | None) -> Callable[[int], ev.Event]:

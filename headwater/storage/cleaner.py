@@ -26,9 +26,9 @@ Cleaning (pure functions over batches: ``OffsetMap``, ``map_batch``, ``filter_ba
 3. record the end of the mapped part as the log's new checkpoint.
 
 Files (``write_group``, ``PartitionLog.replace_segments``, ``swap.py``): each group is written as
-``.cleaned`` files, fsynced, renamed ``.swap`` (the commit point), then swapped in by the log on
-its own thread. The cleaner reads the old segments through descriptors of its own, opened when the
-plan is made, so the log may close or rename them meanwhile.
+``.cleaned`` files, fsynced, renamed ``.swap`` (the commit point), then swapped in by the log
+(``replace_segments``, on the event loop). The cleaner reads the old segments through descriptors
+of its own, opened when the plan is made, so the log may close or rename them meanwhile.
 
 Threads: ``plan_clean`` and ``PartitionLog.replace_segments`` run where the log's other methods
 run (the event loop); ``build_offset_map`` and ``write_group`` touch only the plan's descriptors
@@ -61,6 +61,12 @@ DEFAULT_DEDUPE_BUFFER_BYTES = 128 << 20  # log.cleaner.dedupe.buffer.size, Kafka
 # What one map entry costs beyond its key's bytes: a dict slot, a bytes object and an int object.
 MAP_ENTRY_OVERHEAD_BYTES = 100
 READ_CHUNK_BYTES = 4 << 20
+# The cleaner's thread lets go of the GIL after this many records. Otherwise Python hands the GIL to
+# the waiting event loop only every 5 ms (sys.getswitchinterval), and on a busy machine the loop then
+# also waits for a CPU. On a shared 2-core machine (load average 9 to 11) the 99th percentile lateness
+# of a 1 ms timer on the loop during a clean was 37-160 ms without this and 4.5-27 ms with it, idle
+# 2-5 ms (benchmarks/cleaner_throughput.py, loop_stall_ms; noisy, several runs each).
+YIELD_EVERY_RECORDS = 256
 NO_HORIZON_MS = -(1 << 63)  # nothing is clean yet: every tombstone stays
 
 
@@ -344,6 +350,7 @@ def plan_still_valid(plan: CleanPlan) -> bool:
 def iter_segment_batches(plan: CleanPlan, ref: SegmentRef) -> Iterator[tuple[memoryview, BatchHeader]]:
     """Every batch of an old segment, read in large chunks through the plan's descriptor."""
     pos = 0
+    records = 0
     while pos < ref.size_bytes:
         plan.check_abort()
         buf = pread_upto(ref.fd, min(READ_CHUNK_BYTES, ref.size_bytes - pos), pos)
@@ -370,6 +377,10 @@ def iter_segment_batches(plan: CleanPlan, ref: SegmentRef) -> Iterator[tuple[mem
                 break
             yield view[rel : rel + header.size], header
             rel += header.size
+            records += header.record_count
+            if records >= YIELD_EVERY_RECORDS:
+                records = 0
+                time.sleep(0)  # let the event loop's thread take the GIL (see YIELD_EVERY_RECORDS)
         plan.stats.bytes_read += rel
         pos += rel
 
@@ -471,6 +482,7 @@ def write_group(plan: CleanPlan, group: list[SegmentRef], offset_map: OffsetMap,
     finally:
         out.close()
     step("cleaned-synced")
+    plan.check_abort()  # the rename to .swap commits the group: not once the broker asked to stop
     for path in segment_files(directory, base, CLEANED_SUFFIX):
         os.replace(path, path.with_name(path.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
         step(f"renamed-{path.name}")
@@ -540,6 +552,10 @@ class CleanerCheckpoints:
 
     def get(self, log_dir: Path, topic: str, partition: int) -> int | None:
         return self._offsets.get(log_dir, {}).get((topic, partition))
+
+    def forget(self, log_dir: Path, topic: str, partition: int) -> None:
+        """Drop an entry in memory (its log is new); the next ``update`` writes the file without it."""
+        self._offsets.get(log_dir, {}).pop((topic, partition), None)
 
     def lower(self, log_dir: Path, topic: str, partition: int, offset: int) -> None:
         """Move a checkpoint down in memory (after a truncation); the next ``update`` writes it."""

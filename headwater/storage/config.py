@@ -53,6 +53,12 @@ class LogConfig:
             )
 
     @property
+    def max_segment_ms(self) -> int:
+        """How old the active segment may get: a compacted log also rolls by max.compaction.lag.ms,
+        so that its records can become cleanable in time (Kafka's LogConfig.maxSegmentMs)."""
+        return min(self.segment_ms, self.max_compaction_lag_ms) if self.compact else self.segment_ms
+
+    @property
     def compact(self) -> bool:
         """The cleaner keeps the latest record per key (``compact`` is in cleanup.policy)."""
         return "compact" in self.cleanup_policy.split(",")

@@ -442,7 +442,7 @@ class PartitionLog:
             return False
         if seg.size_bytes + size > self.config.segment_bytes:
             return True
-        if seg.rolling_base_ms is not None and now_ms - seg.rolling_base_ms > self.config.segment_ms:
+        if seg.rolling_base_ms is not None and now_ms - seg.rolling_base_ms > self.config.max_segment_ms:
             return True
         return last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
 
@@ -606,6 +606,8 @@ class PartitionLog:
         old_sizes: list[int],
         base_offset: int,
         on_step: Callable[[str], None] | None = None,
+        *,
+        sync_dir: bool = True,
     ) -> bool:
         """Put the cleaned segment in ``<base_offset>.*.swap`` in place of ``old`` (see ``swap.py``).
 
@@ -614,6 +616,8 @@ class PartitionLog:
         are deleted and False is returned. The old segments leave the way retention's do (renamed
         ``.deleted``, their descriptors closed later), so a ``FileSlice`` being sent stays valid.
         ``on_step`` is called after each file step (tests stop there to play a crash).
+        ``sync_dir=False`` leaves the directory fsync to the caller (the broker's cleaner does it on
+        its thread): every state a crash can leave before it is one ``swap.py`` recovers.
         """
         step = on_step or (lambda _name: None)
         segs = self._segments
@@ -640,7 +644,8 @@ class PartitionLog:
             for path in segment_files(self.directory, base_offset, SWAP_SUFFIX):
                 os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
                 step(f"renamed-{path.name}")
-            fsync_dir(self.directory)
+            if sync_dir:
+                fsync_dir(self.directory)
             new = LogSegment.open_existing(self.directory, base_offset)
             try:
                 new.load_and_check()

@@ -75,6 +75,7 @@ def test_replicas_clean_their_own_copies_and_a_new_replica_copies_a_cleaned_log(
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(60) == 0
+    del producer  # librdkafka stops its threads (and its reconnect attempts) once the producer is freed
     want = {k: v for k, v in acked.items()}  # the delivery reports came in offset order
 
     for broker_id in (1, 2):  # the follower cleans too

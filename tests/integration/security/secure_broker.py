@@ -8,13 +8,14 @@ required. PLAIN users come from the JAAS config; the SCRAM-SHA-512 user is creat
 from __future__ import annotations
 
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from click.testing import CliRunner
 from tls_material import TlsMaterial, make_tls_material
 
 from headwater.admin.local import BrokerProcess, free_port
+from headwater.cli import main as headwater_cli
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
               'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
@@ -34,7 +35,11 @@ class SecureBroker:
         return f"127.0.0.1:{port}"
 
     def headwater(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "headwater", *args], capture_output=True, text=True, timeout=60)
+        """``headwater ARGS`` in this process (no interpreter start-up per command)."""
+        result = CliRunner().invoke(headwater_cli, list(args))
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return subprocess.CompletedProcess(["headwater", *args], result.exit_code, result.stdout, result.stderr)
 
 
 def start_secure_broker(d: Path, extra: dict[str, str] | None = None) -> SecureBroker:

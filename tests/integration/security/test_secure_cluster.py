@@ -11,11 +11,10 @@ brokers' identity cannot write broker metadata, and that a SCRAM user created th
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 
 import pytest
-from cluster_support import LocalCluster, start_cluster, wait_for
+from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
@@ -96,10 +95,8 @@ def test_znodes_have_secure_acls_and_strangers_cannot_write(
     cluster, tls, sasl_ports = secure
     assert cluster.zk is not None
     # A SCRAM user through broker 1; it is stored in ZooKeeper and works on broker 3.
-    r = subprocess.run([sys.executable, "-m", "headwater", "configs", "--bootstrap-server", cluster.brokers[1].bootstrap,
-                        "--alter", "--entity-type", "users", "--entity-name", "bob",
-                        "--add-config", "SCRAM-SHA-512=[password=bob-secret]"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
+    run_cli("configs", "--bootstrap-server", cluster.brokers[1].bootstrap, "--alter", "--entity-type", "users",
+            "--entity-name", "bob", "--add-config", "SCRAM-SHA-512=[password=bob-secret]")
     topic = topic_name()
     cluster.create_topic(topic, 1, 3)
 

@@ -262,3 +262,15 @@ def test_plan_reads_a_secured_cluster_with_command_config(sb: SecureBroker, tmp_
     assert r.returncode == 0, r.stderr
     # Only a client with the file's TLS and SASL settings gets an answer on this listener.
     assert json.loads(r.stdout)["timings_s"]["read_live_s"] > 0
+
+
+def test_standalone_credentials_survive_a_restart(sb: SecureBroker, topic_name: Callable[..., str]) -> None:
+    """Last in this module: it restarts the shared broker. SCRAM users of a standalone broker live in
+    its local config file, so bob still logs in afterwards."""
+    topic = topic_name()
+    create_topic(sb, topic)
+    assert sb.broker.stop() == 0
+    sb.broker.start()
+    producer = KafkaProducer(**kp_settings(sb, "SCRAM-SHA-512"))  # type: ignore[arg-type]
+    producer.send(topic, b"after restart").get(15)
+    producer.close()

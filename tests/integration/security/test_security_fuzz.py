@@ -31,11 +31,13 @@ from headwater.security.scram import ScramClient
 MARKER_CID = 0x5EC0DE
 IO_TIMEOUT_S = 5.0
 IDLE_S = 0.25
+DEADLINE_MS = 3000
 
 
 @pytest.fixture(scope="module")
 def sb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
-    s = start_secure_broker(tmp_path_factory.mktemp("fuzz-secure-broker"))
+    # Unauthenticated SASL connections are closed after connections.max.idle.ms: 3 s here.
+    s = start_secure_broker(tmp_path_factory.mktemp("fuzz-secure-broker"), {"connections.max.idle.ms": str(DEADLINE_MS)})
     try:
         yield s
     finally:
@@ -209,6 +211,12 @@ def test_broker_serves_everyone_after_the_fuzz_and_beside_stalled_handshakes(sb:
                 assert [b["port"] for b in admin.describe_cluster()["brokers"]] == [port]
             finally:
                 admin.close()
+        # The stalled SASL connections (not the stalled TLS handshakes) are closed at the deadline.
+        started = time.monotonic()
+        for s in stalled[10:]:
+            s.settimeout(DEADLINE_MS / 1000 + 5)
+            assert s.recv(1) == b"", "an unauthenticated connection outlived the deadline"
+        assert time.monotonic() - started < DEADLINE_MS / 1000 + 5
     finally:
         for s in stalled:
             s.close()

@@ -4,25 +4,29 @@ TLS contexts' refusals of settings that cannot work."""
 from __future__ import annotations
 
 import ssl
+import subprocess
 from pathlib import Path
 
 import pytest
-from tls_material import make_tls_material
+from tls_material import TlsMaterial, make_tls_material
 
 from headwater.security import tls
 
 
-def test_subject_principal_is_the_rfc2253_subject_most_specific_first(tmp_path: Path) -> None:
-    material = make_tls_material(tmp_path)
-    decoded = ssl._ssl._test_decode_cert(str(material.client_cert))  # type: ignore[attr-defined]
-    assert tls.subject_principal(decoded) == f"User:{material.client_subject}"
+@pytest.fixture(scope="module")
+def m(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
+    return make_tls_material(tmp_path_factory.mktemp("tls"))
+
+
+def test_subject_principal_is_the_rfc2253_subject_most_specific_first(m: TlsMaterial) -> None:
+    decoded = ssl._ssl._test_decode_cert(str(m.client_cert))  # type: ignore[attr-defined]
+    assert tls.subject_principal(decoded) == f"User:{m.client_subject}"
     assert tls.subject_principal({}) is None and tls.subject_principal(None) is None
     odd = {"subject": ((("commonName", "a,b+c"),), (("organizationName", " lead"),), (("emailAddress", "x@y"),))}
     assert tls.subject_principal(odd) == "User:1.2.840.113549.1.9.1=#1603784079,O=\\ lead,CN=a\\,b\\+c"
 
 
-def test_contexts_from_pem_and_bad_settings(tmp_path: Path) -> None:
-    m = make_tls_material(tmp_path)
+def test_contexts_from_pem_and_bad_settings(m: TlsMaterial, tmp_path: Path) -> None:
     ctx = tls.server_context({"ssl.keystore.location": str(m.server_keystore), "ssl.truststore.location": str(m.ca),
                               "ssl.client.auth": "requested"})
     assert ctx.verify_mode == ssl.CERT_OPTIONAL
@@ -43,3 +47,14 @@ def test_contexts_from_pem_and_bad_settings(tmp_path: Path) -> None:
             tls.server_context(props)
     assert tls.listener_props({"ssl.client.auth": "none", "listener.name.ssl.ssl.client.auth": "required",
                                "listener.name.other.ssl.client.auth": "requested"}, "SSL") == {"ssl.client.auth": "required"}
+
+
+def test_encrypted_private_key_with_ssl_key_password(m: TlsMaterial, tmp_path: Path) -> None:
+    encrypted = tmp_path / "server-encrypted.key"
+    subprocess.run(["openssl", "pkey", "-in", str(m.server_key), "-aes256", "-passout", "pass:key-pw", "-out",
+                    str(encrypted)], check=True, capture_output=True, timeout=60)
+    keystore = tmp_path / "encrypted-keystore.pem"
+    keystore.write_text(encrypted.read_text() + m.server_cert.read_text())
+    assert tls.server_context({"ssl.keystore.location": str(keystore), "ssl.key.password": "key-pw"})
+    with pytest.raises(tls.TlsConfigError, match="cannot load the keystore"):
+        tls.server_context({"ssl.keystore.location": str(keystore), "ssl.key.password": "wrong"})

@@ -41,6 +41,16 @@ def create(ctl: Controller, *topics: NewTopic, validate_only: bool = False) -> t
     return list(result.response.topics), result
 
 
+def test_create_topic_overwrites_a_config_znode_its_topic_left_behind() -> None:
+    """A /config/topics/<t> without its topic (the chaos suite met one) is overwritten, not created:
+    a create would fail the whole multi, and each new controller would fail the client's retry too."""
+    ctl, _ = elect(snapshot(brokers=(1, 2, 3), configs={"t": {"retention.ms": "9"}}))
+    results, result = create(ctl, NewTopic("t", TID, 1, 2, configs={"retention.ms": "5"}))
+    assert results[0].error == ErrorCode.NONE
+    assert [(w.op, w.path) for w in result.writes][:2] == [(ZkOp.SET, "/config/topics/t"), (ZkOp.CREATE, "/brokers/topics/t")]
+    assert ctl.topic_configs["t"] == {"retention.ms": "5"}
+
+
 def test_create_topic_writes_config_assignment_and_states() -> None:
     ctl, _ = elect(snapshot(brokers=(1, 2, 3)))
     result = ctl.handle(CreateTopicsRequested((NewTopic("t", TID, 3, 2, configs={"retention.ms": "5"}),), start_index=1))

@@ -19,7 +19,7 @@ JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required {} user
 
 def authenticator(**props: str) -> Authenticator:
     base = {"broker.id": "1", "log.dirs": "/tmp/x", "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093",
-            "zookeeper.connect": "127.0.0.1:2181"}
+            "zookeeper.connect": "127.0.0.1:2181", "connections.max.idle.ms": "0"}
     return Authenticator(broker_config({**base, **props}), lambda m, u: None)
 
 
@@ -42,6 +42,8 @@ def test_inter_broker_sasl_takes_the_brokers_own_jaas_credentials() -> None:
     ({"sasl.jaas.config": "garbage"}, "sasl.jaas.config"),
     ({"zookeeper.set.acl": "true"}, "needs an identity"),
     ({"zookeeper.digest": "nocolon"}, "user:password"),
+    ({"sasl.server.max.receive.size": "0"}, "positive integer"),
+    ({"connections.max.idle.ms": "soon"}, "non-negative integer"),
     ({"listeners": "SSL://127.0.0.1:9094"}, "ssl.keystore.location"),
 ])
 def test_settings_that_cannot_work_are_refused_at_start(props: dict[str, str], message: str) -> None:
@@ -110,7 +112,8 @@ def test_connection_principal_from_the_certificate_and_sasl_sessions_on_sasl_lis
 
 def test_scram_credentials_reach_the_sasl_session() -> None:
     cred = make_credential("SCRAM-SHA-256", "pw")
-    a = Authenticator(broker_config({"broker.id": "1", "log.dirs": "/tmp/x", "listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}),
+    a = Authenticator(broker_config({"broker.id": "1", "log.dirs": "/tmp/x", "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+                                     "connections.max.idle.ms": "0"}),
                       lambda m, u: cred if (m, u) == ("SCRAM-SHA-256", "carol") else None)
     conn = FakeConnection("SASL_PLAINTEXT")
     a.on_open(conn)  # type: ignore[arg-type]

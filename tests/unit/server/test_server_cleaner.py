@@ -4,6 +4,7 @@ thread, writes the checkpoint, counts its figures, and gives up on a log it cann
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from headwater.records.batch import HEADER_SIZE
 from headwater.server.cleaner import LogCleanerService
 from headwater.storage import LogConfig, LogManager, PartitionLog
-from headwater.storage.checkpoint import read_offsets
+from headwater.storage.checkpoint import read_offsets, write_offsets
 from headwater.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
 
 COMPACT = LogConfig(segment_bytes=1_000, cleanup_policy="compact", file_delete_delay_ms=0)
@@ -112,4 +113,82 @@ def test_truncation_below_the_checkpoint_makes_the_rewritten_part_dirty(tmp_path
         pos += 12 + length
     assert keys.count(b"x") == 1  # without lowering the checkpoint all five stayed
     assert sorted(keys) == sorted(set(keys))
+    manager.close()
+
+
+def test_a_new_log_ignores_the_checkpoint_an_older_log_of_its_name_left(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
+    manager.load()
+    write_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT, {("c", 0): 50})  # from a deleted topic "c"
+    service = LogCleanerService(manager, {}, lambda: 10_000)
+
+    async def run() -> int:
+        service.start()  # its task first runs at the first await below
+        plog = manager.get_or_create("c", 0, COMPACT)  # created again after start-up
+        fill(plog, 60)
+        try:
+            for _ in range(200):
+                if service.runs:
+                    break
+                await asyncio.sleep(0.05)
+            return service.runs
+        finally:
+            await service.stop()
+
+    assert asyncio.run(run()) == 1
+    plog = manager.get("c", 0)
+    assert plog is not None
+    keys = [h.record_count for seg in plog.segments[:-1] for _, h in seg.iter_headers()]
+    assert sum(keys) <= 4  # cleaned from offset 0, not from the stale 50
+    manager.close()
+
+
+def test_stop_during_a_clean_leaves_the_log_as_it_was(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
+    manager.load()
+    plog = manager.get_or_create("c", 0, COMPACT)
+    fill(plog, 400)
+    plog.roll()
+    plog.high_watermark = plog.log_end_offset
+    before = plog.read(0, 1 << 20).read()
+    service = LogCleanerService(manager, {}, lambda: 10_000)
+
+    async def run() -> bool:
+        service.start()
+        await asyncio.sleep(0)  # the task takes its plan and hands the map to the worker thread
+        started = service.in_progress
+        await service.stop()
+        return started
+
+    assert asyncio.run(run()), "the clean had not started"
+    assert service.runs == 0 and not service.in_progress and not service.uncleanable
+    assert not [p for p in plog.directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert plog.read(0, 1 << 20).read() == before
+    assert not (tmp_path / CLEANER_OFFSET_CHECKPOINT).exists()
+    manager.close()
+
+
+def test_cancelling_the_cleaner_task_waits_for_its_thread(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
+    manager.load()
+    plog = manager.get_or_create("c", 0, COMPACT)
+    fill(plog, 400)
+    plog.roll()
+    plog.high_watermark = plog.log_end_offset
+    before = plog.read(0, 1 << 20).read()
+    service = LogCleanerService(manager, {}, lambda: 10_000)
+
+    async def run() -> None:
+        service.start()
+        await asyncio.sleep(0)
+        task = service._task
+        assert task is not None and service.in_progress
+        task.cancel()  # as asyncio.run does to tasks left at shutdown
+        with contextlib.suppress(asyncio.CancelledError):
+            await task  # returns only after the worker thread stopped (nothing left behind below)
+
+    asyncio.run(run())
+    assert not service.in_progress and service.runs == 0
+    assert not [p for p in plog.directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert plog.read(0, 1 << 20).read() == before
     manager.close()

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from _cleaner_support import keyed_batch, latest_per_key, read_all
 from conftest import FakeClock
+from kafka.record.default_records import DefaultRecordBatch
 
+from headwater.metadata.configs import validate_topic_configs
 from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.records.batch import iter_batches, parse_header
 from headwater.records.records import batch_records, iter_records
@@ -393,3 +395,38 @@ def test_file_slices_taken_before_a_clean_stay_readable(open_log: OpenLog, clock
     clock.now_ms += 60_000
     assert plog.delete_expired_files(clock()) > 0
     assert not any(p.name.endswith(".deleted") for p in plog.directory.iterdir())
+
+
+def test_record_walk_matches_kafka_python_for_all_varint_widths() -> None:
+    rng = random.Random(3)
+    records: list[tuple[bytes | None, bytes | None]] = []
+    for i in range(300):  # offset deltas up to 299: one and two byte varints
+        key = None if i % 17 == 0 else b"k" * rng.choice([1, 63, 64, 200, 9_000])
+        value = None if i % 11 == 0 else b"v" * rng.choice([0, 1, 62, 63, 64, 8_191, 8_192, 70_000])
+        records.append((key, value))
+    data = keyed_batch(records)
+    header = parse_header(data)
+    walked = [(r.offset_delta, r.key, r.has_value) for r in iter_records(batch_records(data, header), header.record_count)]
+    expected = [(r.offset, r.key, r.value is not None) for r in DefaultRecordBatch(bytes(data))]
+    assert walked == expected
+
+
+def test_topic_config_validation_of_cleaner_keys() -> None:
+    validate_topic_configs({"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.3",
+                            "min.compaction.lag.ms": "10", "max.compaction.lag.ms": "10"})
+    for bad in ({"cleanup.policy": "compact,shred"}, {"min.cleanable.dirty.ratio": "1.5"},
+                {"delete.retention.ms": "-1"}, {"max.compaction.lag.ms": "0"},
+                {"min.compaction.lag.ms": "11", "max.compaction.lag.ms": "10"}):
+        with pytest.raises(KafkaError) as e:
+            validate_topic_configs(bad)
+        assert e.value.code == ErrorCode.INVALID_CONFIG, bad
+
+
+def test_max_compaction_lag_rolls_the_active_segment(open_log: OpenLog) -> None:
+    plog = open_log(small(segment_bytes=1 << 20, max_compaction_lag_ms=1_000))
+    plog.append_as_leader(keyed_batch([(b"k", b"1")]), 0, 10_000)
+    plog.append_as_leader(keyed_batch([(b"k", b"2")]), 0, 10_500)
+    assert len(plog.segments) == 1
+    plog.append_as_leader(keyed_batch([(b"k", b"3")]), 0, 11_001)  # the active segment is older than 1 s
+    assert len(plog.segments) == 2
+    assert LogConfig(segment_ms=5_000, max_compaction_lag_ms=1_000).max_segment_ms == 5_000  # not compacted

@@ -87,6 +87,9 @@ def test_steps_cover_the_whole_protocol(tmp_path: Path) -> None:
 def test_crash_at_every_step(tmp_path: Path, precleaned: bool) -> None:
     steps = record_steps(tmp_path, precleaned)
     assert steps.count("cleaned-written") >= 2  # several groups, each with all its steps
+    if precleaned:
+        # Its first group merges several cleaned segments; the later groups repeat the same steps.
+        steps = steps[: next(i for i, s in enumerate(steps) if s.endswith(".log.swap")) + 1]
     for k in range(len(steps)):
         directory = tmp_path / f"crash-{k}" / "t-0"
         plog, before = build(directory, precleaned)
