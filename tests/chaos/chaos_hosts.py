@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -234,6 +235,16 @@ class NamespacedZooKeeper(ZooKeeperProcess):
         return ["ip", "netns", "exec", self.netns]
 
 
+def fill_disk(directory: Path) -> Path:
+    """Write into ``directory`` until its file system is full; delete the returned file to free it."""
+    filler = directory / "chaos-filler"
+    # Unbuffered: nothing is left to fail when the file closes.
+    with open(filler, "wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * 65536)
+    return filler
+
+
 def broker_node(broker_id: int) -> str:
     return f"b{broker_id}"
 
@@ -243,6 +254,10 @@ class ChaosCluster(LocalCluster):
     """``LocalCluster`` (same reads, same stop-by-PID) with every process in its own namespace."""
 
     sandbox: Sandbox = field(default_factory=Sandbox)
+    # > 0: every broker gets a small tmpfs (this many KiB) as its first log dir, beside the usual one,
+    # so a nemesis can fill a disk for real (ENOSPC from the kernel).
+    small_disk_kib: int = 0
+    _mounted: list[Path] = field(default_factory=list)
 
     def start(self) -> ChaosCluster:
         self.sandbox.create()
@@ -252,7 +267,16 @@ class ChaosCluster(LocalCluster):
         for broker_id in range(1, self.size + 1):
             node = broker_node(broker_id)
             addr = self.sandbox.add_node(node, 10 + broker_id)
-            self.brokers[broker_id] = NamespacedBroker(broker_id, BROKER_PORT, self.data_dir, props, host=addr,
+            broker_props = dict(props)
+            if self.small_disk_kib:
+                disk = self.disk_dir(broker_id)
+                disk.mkdir(parents=True, exist_ok=True)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.small_disk_kib}k", "tmpfs", str(disk)],
+                               check=True)
+                self._mounted.append(disk)
+                # The small disk first: ties in placement go to it, so the first partitions land there.
+                broker_props["log.dirs"] = f"{disk},{self.log_dir(broker_id)}"
+            self.brokers[broker_id] = NamespacedBroker(broker_id, BROKER_PORT, self.data_dir, broker_props, host=addr,
                                                        netns=self.sandbox.ns(node))
         for b in self.brokers.values():
             b.start()
@@ -268,11 +292,28 @@ class ChaosCluster(LocalCluster):
     def log_dir(self, broker_id: int) -> Path:
         return self.data_dir / f"broker-{broker_id}-logs"
 
+    def disk_dir(self, broker_id: int) -> Path:
+        return self.data_dir / f"broker-{broker_id}-disk"
 
-def start_chaos_cluster(data_dir: Path, size: int = 3, props: Mapping[str, str] | None = None) -> ChaosCluster:
-    cluster = ChaosCluster(data_dir, size, dict(props or {}))
+    def log_dirs(self, broker_id: int) -> list[Path]:
+        return [self.disk_dir(broker_id), self.log_dir(broker_id)] if self.small_disk_kib else [self.log_dir(broker_id)]
+
+    def release_disks(self) -> None:
+        """After the brokers stopped and their files were read: keep a copy of each small disk in the
+        data dir (a failing run keeps it), then unmount it."""
+        for disk in self._mounted:
+            with contextlib.suppress(OSError):
+                shutil.copytree(disk, disk.with_name(disk.name + "-saved"), dirs_exist_ok=True)
+            subprocess.run(["umount", "-l", str(disk)], check=False)
+        self._mounted.clear()
+
+
+def start_chaos_cluster(data_dir: Path, size: int = 3, props: Mapping[str, str] | None = None, *,
+                        small_disk_kib: int = 0) -> ChaosCluster:
+    cluster = ChaosCluster(data_dir, size, dict(props or {}), small_disk_kib=small_disk_kib)
     try:
         return cluster.start()
     except BaseException:
         cluster.stop()
+        cluster.release_disks()
         raise

@@ -17,6 +17,10 @@ Nemeses (``NEMESES``), each applied for a few seconds per round, then healed:
   the ZooKeeper session;
 * ``loss``: a random share (10-40 %) of every packet in and out of one broker is dropped;
 * ``kill``: kill -9 of the leader, restarted after a while;
+* ``disk-full``: the leader's first log dir (a small tmpfs each broker has) is filled up: its writes
+  there fail with ENOSPC, the broker takes that dir offline and the controller moves those
+  partitions' leadership away; healed by freeing the space and restarting the broker (a failed dir
+  stays offline until a restart, as in Kafka);
 * ``mixed``: each round one of the above, chosen by the seed.
 
 With ``controller_share`` (``make chaos`` uses 0.3) that share of the leader-aimed faults hits the
@@ -36,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos_checker import ChurnFinal, FinalState, History, Verdict, check
-from chaos_hosts import ZK_NODE, ChaosCluster, broker_node, start_chaos_cluster
+from chaos_hosts import ZK_NODE, ChaosCluster, broker_node, fill_disk, start_chaos_cluster
 from chaos_workload import (
     ChurnWorkload,
     LeaderWatcher,
@@ -48,7 +52,8 @@ from chaos_workload import (
 )
 from cluster_support import wait_for
 
-NEMESES = ("leader-followers", "leader-zk", "one-way", "pause", "loss", "kill")
+NEMESES = ("leader-followers", "leader-zk", "one-way", "pause", "loss", "kill", "disk-full")
+SMALL_DISK_KIB = 32 * 1024  # each broker's tmpfs log dir, for disk-full (and mixed)
 TOPIC = "chaos"
 SESSION_TIMEOUT_MS = 4000
 SETTLE_S = 2.0
@@ -220,7 +225,21 @@ class Nemesis:
                 role = "the controller" + (f", leader of p{partition}" if controller == self.leader_of(partition) else "")
                 # Its unavailability is measured on the partitions it leads (maybe none).
                 affected = self.led_by(controller)
+        if kind == "disk-full":
+            # The partitions it leads from the small disk lose their leader; the others stay.
+            disk = self.cluster.disk_dir(leader)
+            affected = tuple(q for q in self.led_by(leader) if (disk / f"{TOPIC}-{q}").is_dir())
         self.record(kind, time.monotonic(), affected)
+        if kind == "disk-full":
+            filler = fill_disk(self.cluster.disk_dir(leader))
+            self.log(f"fill the small log dir of broker {leader} ({role}); it leads p{list(affected)} from there")
+
+            def free_and_restart() -> None:
+                filler.unlink()
+                self.cluster.brokers[leader].kill9()
+                self.cluster.restart(leader)
+
+            return free_and_restart
         if kind == "leader-followers":
             box.isolate(broker_node(leader), self.others(leader))
             self.log(f"isolate broker {leader} ({role}) from the other brokers, not from ZooKeeper")
@@ -295,10 +314,23 @@ def topic_assignment(cluster: ChaosCluster) -> tuple[dict[int, tuple[int, ...]],
 
 
 def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], None] = lambda _: None) -> Outcome:
+    cluster_box: list[ChaosCluster] = []
+    try:
+        return _run_scenario(scenario, data_dir, progress, cluster_box)
+    finally:
+        # On every path, a failed one included: a tmpfs left mounted would outlive the run.
+        for cluster in cluster_box:
+            cluster.release_disks()
+
+
+def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], None],
+                  cluster_box: list[ChaosCluster]) -> Outcome:
     rng = random.Random(f"{scenario.nemesis}/{scenario.seed}")
     history = History(scenario.seed, scenario.nemesis, scenario.partitions)
     liveness: list[str] = []
-    cluster = start_chaos_cluster(data_dir, scenario.brokers, CHAOS_PROPS)
+    cluster = start_chaos_cluster(data_dir, scenario.brokers, CHAOS_PROPS,
+                                  small_disk_kib=SMALL_DISK_KIB if scenario.nemesis in ("disk-full", "mixed") else 0)
+    cluster_box.append(cluster)
     try:
         progress(f"cluster up: {cluster.bootstrap}")
         cluster.create_topic(TOPIC, scenario.partitions, 3)
@@ -359,8 +391,8 @@ def run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], N
             watcher.stop()
     finally:
         cluster.stop()
-    replicas = read_replica_logs({b: cluster.log_dir(b) for b in cluster.brokers}, TOPIC, scenario.partitions)
-    churn_dirs({b: cluster.log_dir(b) for b in cluster.brokers}, churn_final)
+    replicas = read_replica_logs({b: cluster.log_dirs(b) for b in cluster.brokers}, TOPIC, scenario.partitions)
+    churn_dirs({b: cluster.log_dirs(b) for b in cluster.brokers}, churn_final)
     final = FinalState(consumed, hw, assignment, replicas, ongoing, churn_final)
     return Outcome(check(history, final), history, final, liveness, nemesis.windows, nemesis.faults)
 

@@ -3,7 +3,7 @@
 Environment:
   CHAOS_SEEDS     how many seeds (``20`` = 1..20), a range (``5-9``) or a list (``3,7,9``); default 5
   CHAOS_SEED      one seed (wins over CHAOS_SEEDS)
-  CHAOS_NEMESES   comma-separated nemeses (chaos_run.NEMESES, or ``mixed``); default all six, then mixed
+  CHAOS_NEMESES   comma-separated nemeses (chaos_run.NEMESES, or ``mixed``); default all seven, then mixed
   CHAOS_REASSIGN  ``0`` to run without the reassignment workload; default on
   CHAOS_ROUNDS    faults per run; default 3
   CHAOS_CHURN     ``0`` to run without the topic create/delete workload; default on

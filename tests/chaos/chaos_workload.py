@@ -199,25 +199,30 @@ def consume_raw(bootstrap: str, topic: str, partitions: int, timeout_s: float = 
         consumer.close()
 
 
-def read_replica_logs(log_dirs: dict[int, Path], topic: str, partitions: int) -> dict[int, dict[int, ReplicaLog]]:
+def read_replica_logs(log_dirs: dict[int, list[Path]], topic: str, partitions: int) -> dict[int, dict[int, ReplicaLog]]:
     """Batch headers of every replica, read from the segment files (the brokers must be stopped).
 
     Reading the files, not fetching, compares exactly what each broker would serve after a restart,
     and includes followers, which do not answer consumer fetches.
     """
     out: dict[int, dict[int, ReplicaLog]] = {p: {} for p in range(partitions)}
-    for broker, log_dir in log_dirs.items():
-        hws = read_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT) if (log_dir / REPLICATION_OFFSET_CHECKPOINT).exists() else {}
-        for p in range(partitions):
-            pdir = log_dir / partition_dir_name(topic, p)
-            if not pdir.is_dir():
-                continue
-            batches = []
-            for seg in sorted(pdir.glob("*.log"), key=lambda f: int(f.stem)):
-                valid, _end = scan_valid_prefix(seg.read_bytes())
-                batches += [BatchInfo(h.base_offset, h.last_offset, h.partition_leader_epoch, h.crc) for _, h in valid]
-            out[p][broker] = ReplicaLog(broker, hws.get((topic, p), 0), batches)
+    for broker, dirs in log_dirs.items():
+        for log_dir in dirs:
+            _read_dir(out, broker, log_dir, topic, partitions)
     return out
+
+
+def _read_dir(out: dict[int, dict[int, ReplicaLog]], broker: int, log_dir: Path, topic: str, partitions: int) -> None:
+    hws = read_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT) if (log_dir / REPLICATION_OFFSET_CHECKPOINT).exists() else {}
+    for p in range(partitions):
+        pdir = log_dir / partition_dir_name(topic, p)
+        if not pdir.is_dir():
+            continue
+        batches = []
+        for seg in sorted(pdir.glob("*.log"), key=lambda f: int(f.stem)):
+            valid, _end = scan_valid_prefix(seg.read_bytes())
+            batches += [BatchInfo(h.base_offset, h.last_offset, h.partition_leader_epoch, h.crc) for _, h in valid]
+        out[p][broker] = ReplicaLog(broker, hws.get((topic, p), 0), batches)
 
 
 class LeaderWatcher:
@@ -556,10 +561,11 @@ class ChurnWorkload:
         return out, problems
 
 
-def churn_dirs(log_dirs: dict[int, Path], final: dict[str, ChurnFinal]) -> None:
+def churn_dirs(log_dirs: dict[int, list[Path]], final: dict[str, ChurnFinal]) -> None:
     """Fill in each name's live partition directories (``<name>-<p>``, not the ``-delete`` ones that
     a broker removes file.delete.delay.ms after a delete), read after the brokers stopped."""
     for name, state in final.items():
-        for broker, log_dir in log_dirs.items():
+        for broker, dirs in log_dirs.items():
             state.partition_dirs[broker] = sorted(
-                d.name for d in log_dir.glob(f"{name}-*") if d.is_dir() and d.name[len(name) + 1:].isdigit())
+                d.name for log_dir in dirs for d in log_dir.glob(f"{name}-*")
+                if d.is_dir() and d.name[len(name) + 1:].isdigit())
