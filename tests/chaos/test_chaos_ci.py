@@ -1,4 +1,4 @@
-"""The CI subset of the chaos suite: two nemeses, one fixed seed each, one fault each.
+"""The CI subset of the chaos suite: three nemeses, one fixed seed each, one fault each.
 
 Each test builds a three-broker cluster with every process in its own network namespace, runs an
 idempotent acks=all producer, applies the fault, heals it, and hands the recorded history and the
@@ -38,6 +38,19 @@ def test_leader_paused_longer_than_its_session(tmp_path: Path) -> None:
     assert sum(len(life.acks) for life in lives) >= 5, f"no churn records acknowledged: {outcome.report()}"
     # The session expired under the stopped process, so the controller elected another leader: a
     # new leader epoch with a different leader shows up in ZooKeeper.
+    [(partition, _began, _healed)] = outcome.fault_windows
+    leaders = {leader for p, _epoch, leader in outcome.history.leaders_seen if p == partition}
+    assert len(leaders) >= 2, f"leadership of partition {partition} never moved: {outcome.report()}"
+
+
+def test_leader_disk_full(tmp_path: Path) -> None:
+    """Seed 1 of disk-full, the run that found a duplicate (the pending acks of the failed dir were
+    answered KAFKA_STORAGE_ERROR, and librdkafka renumbered their retry under a new epoch), with the
+    topic create/delete workload that found deletions stuck on an offline dir."""
+    outcome = run_scenario(Scenario("disk-full", seed=1, rounds=1, fault_s=(4.0, 4.0), churn=True), tmp_path)
+    print(outcome.report())
+    assert outcome.ok, outcome.report()
+    # The leader's writes to its full dir failed and leadership moved off it.
     [(partition, _began, _healed)] = outcome.fault_windows
     leaders = {leader for p, _epoch, leader in outcome.history.leaders_seen if p == partition}
     assert len(leaders) >= 2, f"leadership of partition {partition} never moved: {outcome.report()}"
