@@ -41,6 +41,7 @@ from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.records import iter_batches
 from headwater.server.channel import BrokerChannel, ChannelError
+from headwater.server.connection import current_connection
 from headwater.server.group_acl import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, GroupAcl, merge_results
 
 if TYPE_CHECKING:
@@ -271,7 +272,13 @@ class GroupShell:
         leader = self.broker.image.brokers.get(state.leader) if state is not None else None
         if leader is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader", none
-        return ErrorCode.NONE, None, (leader.broker_id, leader.host, leader.port)
+        # The coordinator at the endpoint of the listener this client came in on, as Metadata answers:
+        # a SASL_SSL client sent to the PLAINTEXT port could never reach it.
+        conn = current_connection.get()
+        address = leader.address(conn.listener if conn is not None else None)
+        if address is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator has no endpoint on this listener", none
+        return ErrorCode.NONE, None, (leader.broker_id, *address)
 
     async def _create_offsets_topic(self) -> None:
         async with self._create_lock:

@@ -97,6 +97,36 @@ def test_confluent_kafka_produces_and_consumes_over_sasl_ssl(sb: SecureBroker, t
     assert got == [f"c{i}".encode() for i in range(50)]
 
 
+def test_a_consumer_group_over_sasl_ssl_finds_its_coordinator_on_that_listener(sb: SecureBroker,
+                                                                                 topic_name: Callable[..., str]) -> None:
+    """FindCoordinator answers the endpoint of the client's listener, as Metadata does: the broker's
+    first listener is PLAINTEXT, and a SASL_SSL group member sent there could never join."""
+    topic = topic_name()
+    create_topic(sb, topic)
+    conf = {"bootstrap.servers": sb.address(sb.sasl_ssl), "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice", "sasl.password": "alice-secret", "ssl.ca.location": str(sb.tls.ca)}
+    producer = Producer(conf)
+    for i in range(10):
+        producer.produce(topic, f"g{i}".encode())
+    assert producer.flush(15) == 0
+    consumer = Consumer({**conf, "group.id": f"{topic}-group", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+        assert got == [f"g{i}".encode() for i in range(10)]
+        committed = consumer.commit(asynchronous=False)
+        assert committed is not None and all(tp.error is None for tp in committed)
+    finally:
+        consumer.close()
+
+
 def kcat(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([KCAT, *args], input=stdin, capture_output=True, text=True, timeout=60)
 
