@@ -141,7 +141,8 @@ class ProducerWorkload:
 
     def wait_acked(self, count: int, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
-        while self.acked < count and time.monotonic() < deadline:
+        # A producer stopped by a fatal error acknowledges nothing more: no point waiting it out.
+        while self.acked < count and time.monotonic() < deadline and self.fatal is None:
             time.sleep(0.05)
         return self.acked >= count
 
