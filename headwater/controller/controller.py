@@ -1170,6 +1170,8 @@ class Controller:
         then KIP-860's replication-factor guard and the refusal of a change that needs an unclean election."""
         exists = self._exists(tp)
         current = self._assignment(step, tp) if exists else ReplicaAssignment(())
+        # The move itself (RS, AR, RR), computed once for the liveness and unclean-election checks.
+        new = current.reassign_to(current.origin_replicas if target is None else target)
         if target is not None:
             if not target:
                 return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
@@ -1178,7 +1180,7 @@ class Controller:
                         f"Duplicate replica ids in partition reassignment replica list: {list(target)}")
             if any(r < 0 for r in target):
                 return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {list(target)}"
-            adding = current.reassign_to(target).adding_replicas
+            adding = new.adding_replicas
             live = self._eligible()
             if check_live and not set(adding) <= live:
                 return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -1191,7 +1193,6 @@ class Controller:
         if target is not None and not allow_rf_change and len(target) != len(current.target_replicas):
             return (ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"The replication factor is changed from {len(current.target_replicas)} to {len(target)}")
-        new = current.reassign_to(current.origin_replicas if target is None else target)
         if self._needs_unclean(step, tp, new):
             return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"Unable to {'revert' if target is None else 'change'} partition assignment for "

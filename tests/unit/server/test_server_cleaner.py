@@ -143,15 +143,20 @@ def test_a_new_log_ignores_the_checkpoint_an_older_log_of_its_name_left(tmp_path
     manager.close()
 
 
-def test_stop_during_a_clean_leaves_the_log_as_it_was(tmp_path: Path) -> None:
+def _dirty_compacted_log(tmp_path: Path) -> tuple[LogManager, PartitionLog, LogCleanerService]:
+    """A compacted log with 400 records to clean behind its active segment, and a service not started."""
     manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
     manager.load()
     plog = manager.get_or_create("c", 0, COMPACT)
     fill(plog, 400)
     plog.roll()
     plog.high_watermark = plog.log_end_offset
+    return manager, plog, LogCleanerService(manager, {}, lambda: 10_000)
+
+
+def test_stop_during_a_clean_leaves_the_log_as_it_was(tmp_path: Path) -> None:
+    manager, plog, service = _dirty_compacted_log(tmp_path)
     before = plog.read(0, 1 << 20).read()
-    service = LogCleanerService(manager, {}, lambda: 10_000)
 
     async def run() -> bool:
         service.start()
@@ -169,14 +174,8 @@ def test_stop_during_a_clean_leaves_the_log_as_it_was(tmp_path: Path) -> None:
 
 
 def test_cancelling_the_cleaner_task_waits_for_its_thread(tmp_path: Path) -> None:
-    manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
-    manager.load()
-    plog = manager.get_or_create("c", 0, COMPACT)
-    fill(plog, 400)
-    plog.roll()
-    plog.high_watermark = plog.log_end_offset
+    manager, plog, service = _dirty_compacted_log(tmp_path)
     before = plog.read(0, 1 << 20).read()
-    service = LogCleanerService(manager, {}, lambda: 10_000)
 
     async def run() -> None:
         service.start()

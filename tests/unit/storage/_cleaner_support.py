@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from _storage_batches import build_batch
+from kafka.record.default_records import DefaultRecordBatch
 
 from headwater.storage import PartitionLog
 
@@ -20,18 +21,9 @@ def keyed_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
 ) -> bytearray:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=compression,
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        batch_size=1 << 30,
-    )
-    for i, (key, value) in enumerate(records):
-        builder.append(i, timestamp=timestamp_ms + i, key=key, value=value, headers=[])
-    return bytearray(builder.build())
+    return build_batch([(key, value, timestamp_ms + i) for i, (key, value) in enumerate(records)],
+                       producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                       compression=compression)
 
 
 def read_all(plog: PartitionLog) -> list[tuple[int, int, bytes | None, bytes | None]]:

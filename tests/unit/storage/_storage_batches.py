@@ -13,15 +13,15 @@ CODEC_LZ4 = 3
 CODEC_ZSTD = 4
 
 
-def make_batch(
-    values: Sequence[bytes],
-    timestamps: Sequence[int] | None = None,
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None, int]],
     *,
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
     compression: int = CODEC_NONE,
 ) -> bytearray:
+    """One RecordBatch v2 of (key, value, timestamp) records."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
@@ -31,10 +31,23 @@ def make_batch(
         base_sequence=base_sequence,
         batch_size=1 << 30,
     )
-    for i, value in enumerate(values):
-        ts = timestamps[i] if timestamps is not None else 1_000 + i
-        builder.append(i, timestamp=ts, key=None, value=value, headers=[])
+    for i, (key, value, ts) in enumerate(records):
+        builder.append(i, timestamp=ts, key=key, value=value, headers=[])
     return bytearray(builder.build())
+
+
+def make_batch(
+    values: Sequence[bytes],
+    timestamps: Sequence[int] | None = None,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    compression: int = CODEC_NONE,
+) -> bytearray:
+    records = [(None, value, timestamps[i] if timestamps is not None else 1_000 + i) for i, value in enumerate(values)]
+    return build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                       compression=compression)
 
 
 def decode(data: bytes) -> list[tuple[int, int, bytes | None]]:
