@@ -18,6 +18,8 @@ partition's second replica to T. Reported:
 * ``list_wire_ms``: the same List request sent as bytes on a socket of its own, timed from the send
   to the last byte of the answer: the broker's side, without the client library's decoding (which
   is kafka-python's cost, about 30 ms for 10,000 entries).
+* ``rss_mib_controller`` and ``rss_mib_max``: resident memory of the controller's broker and of the
+  largest broker at the end, with everything in flight.
 
 Prints one JSON line; progress on stderr.
 
@@ -40,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "cluster"))
 
 from cluster_support import pause, resume, start_cluster
+from datapath import rss_mib
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
     CreateTopicsRequest,
@@ -176,6 +179,8 @@ def main() -> None:
                 out["list_ms_max"] = round(max(list_s) * 1000)
                 out["metadata_ms_p50"] = round(statistics.median(meta_s) * 1000)
                 out["list_over_metadata"] = round(statistics.median(list_s) / statistics.median(meta_s), 2)
+                out["rss_mib_controller"] = round(rss_mib(cluster.pid(controller)))
+                out["rss_mib_max"] = round(max(rss_mib(cluster.pid(b)) for b in cluster.brokers))
         finally:
             if paused is not None:
                 resume(cluster.pid(paused))

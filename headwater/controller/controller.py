@@ -373,6 +373,8 @@ class Controller:
         self._max_moves = UNLIMITED_MOVES
         # Replicas in a failed log dir, per broker, until that broker registers again (restarts).
         self._offline_replicas: dict[int, set[TopicPartition]] = {}
+        # The last result whose requests are not built yet (see ControllerResult.requests).
+        self._unbuilt: ControllerResult | None = None
 
     # --- queries ----------------------------------------------------------------------------------
 
@@ -480,7 +482,17 @@ class Controller:
 
     # --- the two entry points -------------------------------------------------------------------
 
+    def _build_pending(self, *, drop: bool = False) -> None:
+        """Build the last result's requests now, from the state they were decided in; or drop them
+        (a resigned controller sends nothing)."""
+        result, self._unbuilt = self._unbuilt, None
+        if result is not None and not result.built:
+            if drop:
+                result.build = lambda: ()
+            result.requests  # noqa: B018 - builds and keeps them
+
     def handle(self, event: Event) -> ControllerResult:
+        self._build_pending(drop=not self._active or isinstance(event, Resigned | ControllerElected))
         if isinstance(event, ControllerElected):
             return self._on_elected(event)
         if not self._active:
@@ -524,6 +536,10 @@ class Controller:
         if not self._active:
             return
         change = write.change
+        if self._unbuilt is not None and not isinstance(change, PartitionStateWritten | TopicAssignmentWritten):
+            # The requests read the step's states and topic records, which these two writes only
+            # copy into the cache; any other change could alter what they say.
+            self._build_pending()
         if isinstance(change, PartitionStateWritten):
             before = self.phase(change.tp)
             self._states[change.tp] = change.state
@@ -1165,13 +1181,21 @@ class Controller:
                                                 TopicAssignmentWritten(record)), standalone=standalone)
 
     def _reassignment_error(self, step: _Step, tp: TopicPartition, target: tuple[int, ...] | None, *,
-                            allow_rf_change: bool = True, check_live: bool = True) -> tuple[ErrorCode, str] | None:
+                            allow_rf_change: bool = True,
+                            check_live: bool = True) -> tuple[tuple[ErrorCode, str] | None, ReplicaAssignment]:
         """KafkaController's validateReplicas, then the cancel, existence and deletion checks, in Kafka's order;
-        then KIP-860's replication-factor guard and the refusal of a change that needs an unclean election."""
+        then KIP-860's replication-factor guard and the refusal of a change that needs an unclean election.
+
+        Returns the error (None: valid) and the move itself (RS, AR, RR), which ``_request_move``
+        starts as it is while nothing else changed the partition in between."""
         exists = self._exists(tp)
         current = self._assignment(step, tp) if exists else ReplicaAssignment(())
-        # The move itself (RS, AR, RR), computed once for the liveness and unclean-election checks.
         new = current.reassign_to(current.origin_replicas if target is None else target)
+        return self._move_error(step, tp, target, current, new, exists, allow_rf_change, check_live), new
+
+    def _move_error(self, step: _Step, tp: TopicPartition, target: tuple[int, ...] | None,
+                    current: ReplicaAssignment, new: ReplicaAssignment, exists: bool, allow_rf_change: bool,
+                    check_live: bool) -> tuple[ErrorCode, str] | None:
         if target is not None:
             if not target:
                 return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
@@ -1310,11 +1334,12 @@ class Controller:
         load = self._load(step)
         for (topic, partition), target in sorted(partitions.items()):
             tp = TopicPartition(topic, partition)
-            if self._reassignment_error(step, tp, tuple(target), check_live=False) is not None:
+            error, new = self._reassignment_error(step, tp, tuple(target), check_live=False)
+            if error is not None:
                 failed.add((topic, partition))
                 continue
             started.add(tp)
-            if self._request_move(step, tp, tuple(target), load) is not None:
+            if self._request_move(step, tp, tuple(target), load, new) is not None:
                 failed.add((topic, partition))
         self._legacy_remove(step, lambda key, _r: key in failed or not partitions)
         return started
@@ -1325,19 +1350,20 @@ class Controller:
         for topic, partition, replicas in event.partitions:           # a map in Kafka: the last entry wins
             targets[TopicPartition(topic, partition)] = None if replicas is None else tuple(replicas)
         results: dict[TopicPartition, ReassignmentResult] = {}
-        accepted: dict[TopicPartition, tuple[int, ...] | None] = {}
+        accepted: dict[TopicPartition, tuple[tuple[int, ...] | None, ReplicaAssignment]] = {}
         for tp, target in targets.items():
-            error = self._reassignment_error(step, tp, target, allow_rf_change=event.allow_replication_factor_change)
+            error, new = self._reassignment_error(step, tp, target,
+                                                  allow_rf_change=event.allow_replication_factor_change)
             if error is None:
-                accepted[tp] = target
+                accepted[tp] = target, new
                 results[tp] = ReassignmentResult(tp.topic, tp.partition, ErrorCode.NONE)
             else:
                 results[tp] = ReassignmentResult(tp.topic, tp.partition, *error)
         # The latest reassignment wins: accepted partitions leave /admin/reassign_partitions first.
         self._legacy_remove(step, lambda key, _r: TopicPartition(*key) in accepted)
         load = self._load(step)
-        for tp, target in accepted.items():
-            error = self._request_move(step, tp, target, load)
+        for tp, (target, new) in accepted.items():
+            error = self._request_move(step, tp, target, load, new)
             if error is not None:
                 results[tp] = ReassignmentResult(tp.topic, tp.partition, *error)
         return self._finish(step, AlterPartitionReassignmentsResponse(ErrorCode.NONE, tuple(results.values())))
@@ -1374,25 +1400,25 @@ class Controller:
             load.update(_moves_of(self._assignment(step, tp)))
 
     def _request_move(self, step: _Step, tp: TopicPartition, target: tuple[int, ...] | None,
-                      load: Counter[int] | None) -> tuple[ErrorCode, str] | None:
+                      load: Counter[int] | None, new: ReplicaAssignment) -> tuple[ErrorCode, str] | None:
         """An accepted target (None: cancel) for one partition: start it, or queue it if a broker is at its limit.
 
         A partition is either ongoing or queued, never both, so the original set stays the one in
         ZooKeeper: a queued partition has RS = ORS. A replacement of an ongoing reassignment that no
-        longer fits reverts it (a cancel, which always finishes at once) and queues the new target."""
+        longer fits reverts it (a cancel, which always finishes at once) and queues the new target.
+        ``new`` is the move validation computed from the current assignment."""
         current = self._assignment(step, tp)
         queue = self._queue_view(step) if (self._queued or step.queue or load is not None) else None
         if target is None:
             if queue is not None:
                 queue.pop(tp, None)             # a queued one just leaves the queue
             if current.is_being_reassigned:
-                self._reassign(step, tp, current.reassign_to(current.origin_replicas))
+                self._reassign(step, tp, new)
                 self._started(step, load, tp, current)
             return None
         if queue is not None and tp in queue and not current.is_being_reassigned:
             queue[tp] = target                  # replaced in place: it keeps its turn
             return None
-        new = current.reassign_to(target)
         if self._fits(load, current, new):
             if queue is not None:
                 queue.pop(tp, None)
@@ -1508,7 +1534,9 @@ class Controller:
         queue_write = self._queue_write(step)
         if queue_write is not None:
             writes.append(queue_write)
-        return ControllerResult(tuple(writes), tuple(self._requests(step)), response)
+        result = ControllerResult(tuple(writes), response, build=lambda: tuple(self._requests(step)))
+        self._unbuilt = result
+        return result
 
     def _requests(self, step: _Step) -> list[BrokerRequest]:
         live_brokers = tuple(reg.info for _, reg in sorted(self._live.items()))

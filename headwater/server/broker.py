@@ -49,7 +49,7 @@ from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.security.acl import AclOperation, ResourceType
-from headwater.server import metrics, scram_admin
+from headwater.server import gc_policy, metrics, scram_admin
 from headwater.server.authn import Authenticator
 from headwater.server.authz import Authz
 from headwater.server.cleaner import LogCleanerService
@@ -287,6 +287,8 @@ class Broker:
             log_end_offsets={(h.replica.topic, h.replica.partition): h.plog.log_end_offset for h in hosted},
             reassignment_moves=tuple(self.replicas.reassignment_progress(_now_ms())),
             cleaner=self.cleaner.figures(),
+            gc=metrics.GcFigures(tuple(gc_policy.CLOCK.collections), tuple(gc_policy.CLOCK.seconds),
+                                 tuple(gc_policy.CLOCK.longest_s)),
         )
 
     async def stop(self) -> None:
@@ -1361,5 +1363,6 @@ def run_broker(config: BrokerConfig) -> None:
         level=os.environ.get("HEADWATER_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s [broker %(process)d] %(name)s: %(message)s",
     )
+    gc_policy.tune()
     broker = Broker(config)
     asyncio.run(broker.run_until_signalled())

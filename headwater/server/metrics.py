@@ -37,6 +37,16 @@ class CleanerFigures:
 
 
 @dataclass(frozen=True)
+class GcFigures:
+    """Per generation (0, 1, 2): collections, seconds spent in them, the longest one
+    (``headwater/server/gc_policy.py``)."""
+
+    collections: tuple[int, ...] = (0, 0, 0)
+    seconds: tuple[float, ...] = (0.0, 0.0, 0.0)
+    longest_s: tuple[float, ...] = (0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
 class Snapshot:
     broker_id: int
     # (user, client_id) -> tokens left in the partition-mutation bucket ("" = entity part absent)
@@ -48,6 +58,7 @@ class Snapshot:
     # every replica being added that this broker leads the partition of, or is
     reassignment_moves: tuple[MoveProgress, ...] = ()
     cleaner: CleanerFigures = field(default_factory=CleanerFigures)
+    gc: GcFigures = field(default_factory=GcFigures)
 
 
 class BrokerCollector(Collector):
@@ -81,6 +92,19 @@ class BrokerCollector(Collector):
         yield leo
         yield from _reassignment(broker, snap.reassignment_moves)
         yield from _cleaner(broker, snap.cleaner)
+        yield from _gc(broker, snap.gc)
+
+
+def _gc(broker: str, g: GcFigures) -> Iterator[GaugeMetricFamily]:
+    for name, doc, values in (
+        ("collections", "Garbage collections of each generation since the broker started", g.collections),
+        ("pause_seconds", "Seconds the garbage collector stopped the broker for, per generation", g.seconds),
+        ("longest_pause_seconds", "The longest single garbage collection of each generation", g.longest_s),
+    ):
+        family = GaugeMetricFamily(f"headwater_gc_{name}", doc, labels=["broker", "generation"])
+        for generation, value in enumerate(values):
+            family.add_metric([broker, str(generation)], value)
+        yield family
 
 
 def _cleaner(broker: str, c: CleanerFigures) -> Iterator[GaugeMetricFamily]:

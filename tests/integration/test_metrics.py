@@ -53,6 +53,11 @@ def test_metrics_show_quota_tokens_and_partitions(tmp_path: Path) -> None:
         assert metrics['headwater_partitions_led{broker="1"}'] == 15
         assert metrics['headwater_under_replicated_partitions{broker="1"}'] == 0
         assert metrics['headwater_log_end_offset{broker="1",partition="0",topic="m1"}'] == 4
+        # The collector's pauses, per generation.
+        for g in "012":
+            assert metrics[f'headwater_gc_collections{{broker="1",generation="{g}"}}'] >= 0
+            longest = metrics[f'headwater_gc_longest_pause_seconds{{broker="1",generation="{g}"}}']
+            assert 0 <= longest <= metrics[f'headwater_gc_pause_seconds{{broker="1",generation="{g}"}}']
         # headwater configs --describe shows the same bucket's tokens next to the quota.
         result = CliRunner().invoke(main, ["configs", "--bootstrap-server", broker.bootstrap, "--describe",
                                            "--entity-type", "clients", "--metrics-url", f"http://127.0.0.1:{port}/metrics"])

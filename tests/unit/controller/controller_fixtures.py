@@ -57,11 +57,17 @@ def elect(snap: ZkSnapshot, *, broker_id: int = 1, epoch: int = 2, config: Contr
 
 
 def run(ctl: Controller, event: Event) -> ControllerResult:
-    """What a shell does when every write succeeds: apply them in order; then check the cache."""
+    """What a shell does when every write succeeds: apply them in order; then check the cache.
+
+    The shell reads ``result.requests`` after applying the writes; here they are also built before,
+    and must come out the same."""
     result = ctl.handle(event)
+    before = result.build() if result.build is not None else None
     for write in result.writes:
         ctl.apply(write)
     ctl.validate_state()
+    if before is not None:
+        assert result.requests == before, "requests built after the writes differ from those built before"
     return result
 
 
