@@ -2,8 +2,8 @@
 
 The decisions are ``headwater.controller.Controller``'s. This shell feeds it one event at a time
 from a queue, applies its writes to ZooKeeper in order (each fenced on the controller epoch
-znode's version; only an accepted write is applied to the core's cache), then sends its requests
-to brokers on one FIFO queue per broker and answers the request that caused the event. A write
+znode's version; only an accepted write is applied to the core's cache), then answers the request
+that caused the event and sends its requests to brokers on one FIFO queue per broker. A write
 that fails means another controller exists or our view is stale: the controller resigns, and the
 broker goes back to watching ``/controller``.
 """
