@@ -128,7 +128,9 @@ class LogCleanerService:
                 plog.truncated_to = None
             try:
                 out.append((plog, cleanable_range(plog, checkpoint, now_ms)))
-            except (KafkaError, OSError) as exc:
+            except OSError as exc:
+                self.logs.report_io_error(log_dir, exc)
+            except KafkaError as exc:
                 log.warning("cleaner skips %s-%d: %s", plog.topic, plog.partition, exc)
         return out
 
@@ -195,6 +197,11 @@ class LogCleanerService:
             if gone or not plan_still_valid(plan) or self._stopping.is_set():
                 log.info("log cleaner: %s-%d changed while it was cleaned (%s); retrying later",
                          plog.topic, plog.partition, exc)
+                return False
+            if isinstance(exc, OSError):
+                # The disk, not the log: as Kafka's cleaner does, the whole dir goes offline
+                # (LogDirFailureChannel), and the controller moves its partitions elsewhere.
+                self.logs.report_io_error(self.logs.log_dir_of(plog), exc)
                 return False
             self.uncleanable.add((plog.topic, plog.partition))
             log.error("log cleaner: %s-%d is marked uncleanable until restart: %s", plog.topic, plog.partition, exc)

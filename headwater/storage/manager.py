@@ -252,6 +252,10 @@ class LogManager:
         if self.on_dir_failure is not None:
             self.on_dir_failure(log_dir)
 
+    def report_io_error(self, log_dir: Path, exc: BaseException) -> None:
+        """An I/O error in ``log_dir`` met outside a log's own methods (the cleaner's files)."""
+        self._io_failed(log_dir, exc)
+
     def failed_dirs(self) -> list[Path]:
         """Dirs that failed and are not offline yet (the broker takes them offline)."""
         with self._failed_lock:

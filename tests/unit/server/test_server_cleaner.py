@@ -1,16 +1,20 @@
 """The broker's cleaner service over a real LogManager: picks the compacted log, cleans it on a worker
-thread, writes the checkpoint, counts its figures, and gives up on a log it cannot read."""
+thread, writes the checkpoint, counts its figures, gives up on a log it cannot read, and takes the
+log dir offline on an I/O error."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 from pathlib import Path
 
+import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from headwater.records.batch import HEADER_SIZE
+from headwater.server import cleaner as cleaner_service
 from headwater.server.cleaner import LogCleanerService
 from headwater.storage import LogConfig, LogManager, PartitionLog
 from headwater.storage.checkpoint import read_offsets, write_offsets
@@ -70,6 +74,30 @@ def test_service_marks_an_unreadable_log_uncleanable(tmp_path: Path) -> None:
     assert asyncio.run(service.clean_one()) is False
     assert service.uncleanable == {("c", 0)} and service.figures().uncleanable_partitions == 1
     assert asyncio.run(service.clean_one()) is False  # skipped now, without another failure
+    assert not [p for p in plog.directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    manager.close()
+
+
+def test_an_io_error_while_cleaning_takes_the_log_dir_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk, not the log, failed: Kafka's cleaner hands the dir to the LogDirFailureChannel
+    rather than giving up on the one log."""
+    manager = LogManager([tmp_path], LogConfig(), clock_ms=lambda: 10_000)
+    manager.load()
+    failed: list[Path] = []
+    manager.on_dir_failure = failed.append
+    plog = manager.get_or_create("c", 0, COMPACT)
+    fill(plog, 60)
+    before = [s.base_offset for s in plog.segments]
+
+    def disk_full(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cleaner_service, "write_group", disk_full)
+    service = LogCleanerService(manager, {}, lambda: 10_000)
+    assert asyncio.run(service.clean_one()) is False
+    assert failed == [tmp_path] and manager.failed_dirs() == [tmp_path]
+    assert not service.uncleanable
+    assert [s.base_offset for s in plog.segments] == before
     assert not [p for p in plog.directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
     manager.close()
 
