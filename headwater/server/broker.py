@@ -247,8 +247,12 @@ class Broker:
                 if retention_due:
                     last_retention = time.monotonic()
                 self.logs.tick(_now_ms(), enforce_retention=retention_due)
+                # fsyncs run on a worker thread: on a busy disk one can take seconds.
+                rolled = self.logs.rolled_logs()
+                if rolled:
+                    await asyncio.to_thread(self.logs.flush_logs, rolled)
                 if time.monotonic() - last_checkpoint >= CHECKPOINT_INTERVAL_S:
-                    self.logs.checkpoint()
+                    await asyncio.to_thread(self.logs.write_checkpoints, self.logs.checkpoint_contents())
                     last_checkpoint = time.monotonic()
             except Exception:
                 log.exception("housekeeping failed")

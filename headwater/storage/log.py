@@ -39,7 +39,7 @@ from headwater.records.records import keyless_records
 from headwater.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from headwater.storage.config import LogConfig
 from headwater.storage.epochs import LeaderEpochCache
-from headwater.storage.files import fsync_dir, write_atomic
+from headwater.storage.files import fsync_dir, fsync_file, write_atomic
 from headwater.storage.index import IndexCorruptError
 from headwater.storage.producers import ProducerEntry, ProducerStateManager, tracks_sequence
 from headwater.storage.segment import (
@@ -130,6 +130,9 @@ class PartitionLog:
         self.config = config
         self._clock_ms = clock_ms
         self._lock = threading.Lock()
+        self._truncations = 0  # a flush on another thread does not move the recovery point past a truncation
+        self.flush_due = False
+        """Rolled since the last flush: the broker flushes it off the event loop (``LogManager.flush_due``)."""
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -293,8 +296,8 @@ class PartitionLog:
     def _snapshot_path(self, offset: int) -> Path:
         return self.directory / offset_file_name(offset, SNAPSHOT_SUFFIX)
 
-    def _write_snapshot(self, offset: int) -> None:
-        write_atomic(self._snapshot_path(offset), self.producer_state.to_snapshot())
+    def _write_snapshot(self, offset: int, *, durable: bool = True) -> None:
+        write_atomic(self._snapshot_path(offset), self.producer_state.to_snapshot(), durable=durable)
         first_base = self._segments[0].base_offset
         for old in self._snapshot_offsets():
             if old < first_base and old != offset:
@@ -452,21 +455,25 @@ class PartitionLog:
             return self._roll(self._clock_ms())
 
     def _roll(self, now_ms: int) -> LogSegment:
+        """A new active segment. Nothing is fsynced here: a roll happens inside an append, and the
+        old segment may hold a gigabyte the OS has not written back yet. ``flush_due`` asks the
+        broker to flush off the event loop (Kafka schedules the same flush on its scheduler
+        thread); until then the recovery point stays where it was, so a crash in between only
+        makes recovery read more."""
         old = self._active
         if old.size_bytes == 0:
             return old
         new_base = old.next_offset
         old.finalize_time_index()
-        old.fsync()
-        self.epochs.sync()  # the recovery point moves to new_base below
-        self._write_snapshot(new_base)
+        # Checked by CRC on load: a snapshot an OS crash left torn is skipped for an older one.
+        self._write_snapshot(new_base, durable=False)
         new = LogSegment.create(self.directory, new_base)
-        fsync_dir(self.directory)
+        self._directory_unsynced = True
         old.last_read_ms = now_ms  # consumers close behind the end read it next; keep it open a while
         with self._lock:
             self._segments.append(new)
             self._bases.append(new_base)
-            self._recovery_point = max(self._recovery_point, new_base)
+        self.flush_due = True
         return new
 
     # ---- reads -----------------------------------------------------------------------------------
@@ -668,6 +675,8 @@ class PartitionLog:
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        with self._lock:
+            self._truncations += 1
         with self._io(f"truncating {self.directory}"):
             self._retire([s for s in self._segments if s.base_offset > offset])
             active = self._active
@@ -688,6 +697,8 @@ class PartitionLog:
         """Drop everything and start an empty log at ``offset``."""
         self._check_open()
         self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
+        with self._lock:
+            self._truncations += 1
         with self._io(f"truncating {self.directory}"):
             old = list(self._segments)
             for seg in old:
@@ -794,21 +805,30 @@ class PartitionLog:
     # ---- durability ------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync everything past the recovery point. Safe to call from another thread."""
+        """fsync everything past the recovery point, then move the recovery point to the log end
+        offset seen at the start. Safe to call from another thread: a truncation meanwhile (on the
+        event loop) leaves the recovery point where the truncation put it."""
+        self.flush_due = False
         with self._lock:
             if self._closed:
                 return
             target = self._segments[-1].next_offset
+            truncations = self._truncations
             i = max(bisect_right(self._bases, self._recovery_point) - 1, 0)
             fds = [os.dup(fd) for seg in self._segments[i:] for fd in seg.fds_to_sync()]
+            recovery_point = self._recovery_point
         try:
             with self._io(f"flushing {self.directory}"):
-                if self._directory_unsynced:
-                    fsync_dir(self.directory)
-                    fsync_dir(self.directory.parent)
-                    self._directory_unsynced = False
                 for fd in fds:
                     os.fsync(fd)
+                for offset in self._snapshot_offsets():
+                    if offset > recovery_point:  # written at a roll without an fsync
+                        with contextlib.suppress(FileNotFoundError):
+                            fsync_file(self._snapshot_path(offset))
+                if self._directory_unsynced:
+                    self._directory_unsynced = False
+                    fsync_dir(self.directory)
+                    fsync_dir(self.directory.parent)
                 self.epochs.sync()
                 with self._lock:
                     # Under the lock: a segment retired meanwhile has renamed files and no longer counts.
@@ -818,7 +838,8 @@ class PartitionLog:
             for fd in fds:
                 os.close(fd)
         with self._lock:
-            self._recovery_point = max(self._recovery_point, target)
+            if self._truncations == truncations:
+                self._recovery_point = max(self._recovery_point, target)
 
     def release_idle_files(self, now_ms: int) -> int:
         """Close the ``.log`` descriptors of segments behind the active one that nobody read lately.

@@ -20,6 +20,7 @@ means every file was flushed and closed, and recovery can trust the files.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shutil
@@ -287,26 +288,52 @@ class LogManager:
     # ---- background work -------------------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the three offset checkpoints of every log dir, each atomically.
+        """Write the three offset checkpoints of every log dir, each atomically."""
+        self.write_checkpoints(self.checkpoint_contents())
 
-        A file whose offsets did not change since this manager last wrote it is left alone: a
-        broker with 10,000 idle partitions otherwise rewrote (and fsynced) 30,000 lines every 5 s.
-        """
+    def checkpoint_contents(self) -> list[tuple[Path, Path, dict[tuple[str, int], int]]]:
+        """(log dir, checkpoint file, offsets) of each checkpoint that changed since it was last
+        written: read where the logs live (the event loop), written by ``write_checkpoints``
+        anywhere. A file whose offsets did not change is left alone: a broker with 10,000 idle
+        partitions otherwise rewrote (and fsynced) 30,000 lines every 5 s."""
+        out = []
         for log_dir in self.online_dirs:
             logs = [p for key, p in self._logs.items() if self._dir_of[key] == log_dir]
+            for name, offsets in (
+                (RECOVERY_POINT_CHECKPOINT, {(p.topic, p.partition): p.recovery_point for p in logs}),
+                (LOG_START_OFFSET_CHECKPOINT, {(p.topic, p.partition): p.log_start_offset for p in logs}),
+                (REPLICATION_OFFSET_CHECKPOINT, {(p.topic, p.partition): p.high_watermark for p in logs}),
+            ):
+                path = log_dir / name
+                if self._checkpointed.get(path) != offsets:
+                    out.append((log_dir, path, offsets))
+        return out
+
+    def write_checkpoints(self, contents: list[tuple[Path, Path, dict[tuple[str, int], int]]]) -> None:
+        """Write what ``checkpoint_contents`` returned; safe on a worker thread (files only)."""
+        failed: set[Path] = set()
+        for log_dir, path, offsets in contents:
+            if log_dir in failed:
+                continue
             try:
-                for name, offsets in (
-                    (RECOVERY_POINT_CHECKPOINT, {(p.topic, p.partition): p.recovery_point for p in logs}),
-                    (LOG_START_OFFSET_CHECKPOINT, {(p.topic, p.partition): p.log_start_offset for p in logs}),
-                    (REPLICATION_OFFSET_CHECKPOINT, {(p.topic, p.partition): p.high_watermark for p in logs}),
-                ):
-                    path = log_dir / name
-                    if self._checkpointed.get(path) != offsets:
-                        write_offsets(path, offsets)
-                        self._checkpointed[path] = offsets
+                write_offsets(path, offsets)
+                self._checkpointed[path] = offsets
             except OSError as exc:
                 # The other dirs' checkpoints still get written; this one goes offline.
+                failed.add(log_dir)
                 self._io_failed(log_dir, exc)
+
+    def rolled_logs(self) -> list[PartitionLog]:
+        """Logs that rolled a segment since their last flush (read on the event loop)."""
+        return [p for p in self._logs.values() if p.flush_due]
+
+    @staticmethod
+    def flush_logs(logs: list[PartitionLog]) -> None:
+        """Flush ``logs`` (``rolled_logs``) on a worker thread: the fsyncs a roll left for later.
+        A log whose dir fails is reported by the log itself; the others are still flushed."""
+        for plog in logs:
+            with contextlib.suppress(KafkaError):
+                plog.flush()
 
     def tick(self, now_ms: int, *, enforce_retention: bool = True) -> None:
         """Retention (when asked), and removal of files whose delete delay has passed. Cheap when idle.

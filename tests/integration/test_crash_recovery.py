@@ -25,6 +25,7 @@ from kafka import TopicPartition as KTopicPartition
 from kafka.errors import CorruptRecordError
 
 from headwater.admin.local import BrokerProcess
+from headwater.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offsets
 
 PARTITIONS = 3
 
@@ -280,3 +281,23 @@ def test_flipped_byte_in_flushed_data_is_caught_by_the_clients_crc_check(
             consumer.poll(timeout_ms=10_000)
     finally:
         consumer.close()
+
+
+def test_rolled_segments_become_durable_and_the_recovery_point_follows(
+    fresh_broker: BrokerProcess, topic_name: Callable[..., str]
+) -> None:
+    """A roll leaves its fsyncs to the broker's housekeeping, which flushes on a worker thread; the
+    recovery point (and its checkpoint file, which a restart after a crash starts from) must then
+    move past the rolled segments, or every crash would recover the whole log."""
+    topic = create_topic(fresh_broker.bootstrap, topic_name(), partitions=1, configs={"segment.bytes": "20000"})
+    values = _produce_in_batches(fresh_broker.bootstrap, topic, batches=10, per_batch=25)
+    part_dir = fresh_broker.data_dir / f"broker-{fresh_broker.broker_id}-logs" / f"{topic}-0"
+    bases = sorted(int(p.name[:20]) for p in part_dir.glob("*.log"))
+    assert len(bases) >= 3, bases
+    checkpoint = part_dir.parent / RECOVERY_POINT_CHECKPOINT
+    wait_until(lambda: read_offsets(checkpoint).get((topic, 0), 0) >= bases[-1], timeout_s=20,
+               what=f"the recovery point of {topic}-0 to pass its last roll at {bases[-1]}")
+    fresh_broker.kill9()
+    fresh_broker.start()
+    consumed = consume_partitions(fresh_broker.bootstrap, topic, {0: len(values)})
+    assert {c.offset: c.value for c in consumed} == values

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 
+import pytest
 from _storage_batches import decode, make_batch
 
 from headwater.storage import LogConfig, PartitionLog
@@ -34,10 +36,10 @@ def test_clean_reopen_keeps_everything(open_log: OpenLog) -> None:
     fill(log, 20)
     log.high_watermark = 20
     before = values(log)
-    index_bytes = [
-        (s.offset_index.path.read_bytes(), s.time_index.path.read_bytes()) for s in log.segments[:-1]
-    ]
-    log.close()
+    segments = log.segments[:-1]
+    log.close()  # indexes reach their files at a flush (a roll leaves its fsyncs to the next one)
+    index_bytes = [(s.offset_index.path.read_bytes(), s.time_index.path.read_bytes()) for s in segments]
+    assert all(offsets and times for offsets, times in index_bytes)
     log = open_log(config, clean_shutdown=True, high_watermark=20)
     assert values(log) == before and log.log_end_offset == 20 and log.high_watermark == 20
     assert [
@@ -195,3 +197,58 @@ def test_log_start_offset_above_everything_on_disk(open_log: OpenLog) -> None:
     log = open_log(log_start_offset=10)
     assert (log.log_start_offset, log.log_end_offset) == (10, 10)
     assert log.append_as_leader(make_batch([b"a"]), 0, 1).base_offset == 10
+
+
+def test_a_roll_leaves_its_fsyncs_to_the_next_flush(open_log: OpenLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A roll happens inside an append, on the event loop: it must not wait for the disk. The
+    recovery point moves only once a flush has made the rolled segments durable."""
+    log = open_log(LogConfig(segment_bytes=1000, index_interval_bytes=150))
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    fill(log, 20)
+    assert len(log.segments) > 2 and log.flush_due
+    assert synced == [] and log.recovery_point == 0
+    log.flush()
+    assert synced and not log.flush_due and log.recovery_point == log.log_end_offset == 20
+
+
+def test_a_crash_between_a_roll_and_its_flush_recovers_every_segment(open_log: OpenLog) -> None:
+    config = LogConfig(segment_bytes=1000, index_interval_bytes=150)
+    log = open_log(config)
+    fill(log, 20)
+    before = values(log)
+    assert log.recovery_point == 0
+    crash(log)
+    log = open_log(config, recovery_point=0, high_watermark=20)
+    assert values(log) == before and log.log_end_offset == 20
+    log.validate_state()
+
+
+def test_a_truncation_during_a_flush_keeps_the_recovery_point_at_or_below_it(
+    open_log: OpenLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker flushes rolled logs on a worker thread while the loop may truncate the same log
+    (a follower's divergent tail): the flush must not then move the recovery point past the new end."""
+    log = open_log(LogConfig(segment_bytes=1000, index_interval_bytes=150))
+    fill(log, 20)
+    in_fsync, truncated = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        in_fsync.set()
+        truncated.wait(5)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    flusher = threading.Thread(target=log.flush)
+    flusher.start()
+    assert in_fsync.wait(5)
+    log.truncate_to(5)
+    truncated.set()
+    flusher.join(5)
+    assert not flusher.is_alive()
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    fill(log, 10)  # written again after the cut: not durable until the next flush
+    assert log.log_end_offset == 15 and log.recovery_point <= 5
+    log.validate_state()
