@@ -16,8 +16,8 @@ import shutil
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,15 @@ from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.protocol.fetch import FetchPartitionData, FetchTopicData, NodeEndpoint, encode_fetch_response
 from headwater.protocol.frame import MalformedFrameError, peek_api
 from headwater.records import iter_batches
+from headwater.replication.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    MAX_SESSIONS,
+    PartitionRequest,
+    SessionCache,
+    SessionPartition,
+    next_epoch,
+)
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.security.acl import AclOperation, ResourceType
 from headwater.server import gc_policy, metrics, scram_admin
@@ -133,6 +142,9 @@ class Broker:
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[Connection] = set()
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        # Followers' incremental fetch sessions (KIP-227).
+        self.fetch_sessions = SessionCache(int(config.props.get("max.incremental.fetch.session.cache.slots",
+                                                                MAX_SESSIONS)))
         self._producer_ids = (0, 0)  # [next, end) of the block this broker owns
         self._stopping = asyncio.Event()
         self._halt = asyncio.Event()  # set when the broker cannot go on (every log dir offline)
@@ -293,6 +305,7 @@ class Broker:
             cleaner=self.cleaner.figures(),
             gc=metrics.GcFigures(tuple(gc_policy.CLOCK.collections), tuple(gc_policy.CLOCK.seconds),
                                  tuple(gc_policy.CLOCK.longest_s)),
+            fetch_sessions=len(self.fetch_sessions),
         )
 
     async def stop(self) -> None:
@@ -631,7 +644,10 @@ class Broker:
             return set() if self.authz.cluster(req, AclOperation.CLUSTER_ACTION) else names
         return {n for n in sorted(names) if not self.authz.topic(req, AclOperation.READ, n)}
 
-    def _read_fetch(self, req: Request, refused: set[str]) -> tuple[list[FetchTopicData], int]:
+    def _read_fetch(self, req: Request, refused: set[str],
+                    wanted: Sequence[Any] | None = None) -> tuple[list[FetchTopicData], int]:
+        """Read every partition of the request (or of ``wanted``: a fetch session's topics, shaped
+        like the request's) as a Fetch response of the request's version says it."""
         body = req.body
         replica_id = body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)
         replica_epoch = -1 if req.version < 15 or body.replica_state is None else body.replica_state.replica_epoch
@@ -639,7 +655,7 @@ class Broker:
         budget = body.max_bytes if req.version >= 3 else 2**31 - 1
         total = 0
         topics: list[FetchTopicData] = []
-        for ft in body.topics:
+        for ft in body.topics if wanted is None else wanted:
             if req.version >= 13:
                 image_topic = self.image.topic_by_id(ft.topic_id)
                 name = image_topic.name if image_topic else ""
@@ -704,27 +720,83 @@ class Broker:
     async def fetch(self, req: Request) -> list[Any]:
         body = req.body
         error = ErrorCode.NONE
-        if req.version >= 7 and body.session_id != 0:
-            # No incremental fetch sessions: answering with session id 0 makes clients send full fetches.
+        session_id = 0
+        if SESSION_VERSIONS[0] <= req.version <= SESSION_VERSIONS[1] and body.replica_id >= 0 \
+                and (body.session_id != 0 or body.session_epoch != FINAL_EPOCH):
+            error, session_id, topics = await self._session_fetch(req)
+        elif req.version >= 7 and body.session_id != 0:
+            # Consumers get no fetch sessions: session id 0 makes them send full fetches.
             error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
-            topics: list[FetchTopicData] = []
+            topics = []
         else:
-            refused = self._fetch_refused(req)
-            topics, total = self._read_fetch(req, refused)
-            if total < body.min_bytes and body.max_wait_ms > 0 and not any(
-                p.error_code or p.diverging_epoch for t in topics for p in t.partitions
-            ):
-                await self._wait_for_data(topics, body.max_wait_ms / 1000.0)
-                topics, total = self._read_fetch(req, refused)
+            topics = await self._read_fetch_waiting(req, self._fetch_refused(req))
         endpoints: tuple[NodeEndpoint, ...] = ()
         if req.version >= 16 and any(
             p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) for t in topics for p in t.partitions
         ):
             endpoints = tuple(NodeEndpoint(b.broker_id, host, port, b.rack) for b, host, port in self._client_brokers())
         parts, _size = encode_fetch_response(
-            req.version, req.correlation_id, topics, error_code=error, session_id=0, node_endpoints=endpoints
+            req.version, req.correlation_id, topics, error_code=error, session_id=session_id, node_endpoints=endpoints
         )
         return parts
+
+    async def _read_fetch_waiting(self, req: Request, refused: set[str],
+                                  wanted: Sequence[Any] | None = None) -> list[FetchTopicData]:
+        """``_read_fetch``, and again after waiting up to max_wait_ms for min_bytes if there were fewer."""
+        body = req.body
+        topics, total = self._read_fetch(req, refused, wanted)
+        if total < body.min_bytes and body.max_wait_ms > 0 and not any(
+            p.error_code or p.diverging_epoch for t in topics for p in t.partitions
+        ):
+            await self._wait_for_data(topics, body.max_wait_ms / 1000.0)
+            topics, _total = self._read_fetch(req, refused, wanted)
+        return topics
+
+    async def _session_fetch(self, req: Request) -> tuple[ErrorCode, int, list[FetchTopicData]]:
+        """A follower's fetch with a session (KIP-227, ``headwater/replication/fetch_session.py``):
+        (top-level error, session id to answer, topics to answer)."""
+        body = req.body
+        now = int(time.monotonic() * 1000)
+        authorized = not self.authz.enabled or self.authz.cluster(req, AclOperation.CLUSTER_ACTION)
+        if body.session_epoch == FINAL_EPOCH or not authorized:
+            # Closing a session; or a follower without CLUSTER_ACTION, which gets no session (and
+            # TOPIC_AUTHORIZATION_FAILED for each partition it named).
+            self.fetch_sessions.remove(body.session_id)
+            return ErrorCode.NONE, 0, await self._read_fetch_waiting(req, self._fetch_refused(req))
+        refused: set[str] = set()
+        if body.session_epoch == INITIAL_EPOCH:
+            self.fetch_sessions.remove(body.session_id)
+            topics = await self._read_fetch_waiting(req, refused)
+            session = self.fetch_sessions.create(body.replica_id, now)
+            if session is None:
+                return ErrorCode.NONE, 0, topics
+            session.apply(_session_changes(body.topics), ())
+            for t in topics:
+                for p in t.partitions:
+                    held = session.partitions.get((t.name, p.partition))
+                    if held is not None:
+                        held.must_answer(p.error_code, bool(p.records), p.diverging_epoch is not None,
+                                         p.high_watermark, p.log_start_offset)
+            return ErrorCode.NONE, session.id, topics
+        current = self.fetch_sessions.get(body.session_id, body.replica_id, now)
+        if current is None:
+            return ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, []
+        if current.epoch != body.session_epoch:
+            return ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0, []
+        current.apply(_session_changes(body.topics),
+                      [(t.topic, p) for t in body.forgotten_topics_data for p in t.partitions])
+        current.epoch = next_epoch(current.epoch)
+        wanted = [_SessionTopic(topic, parts) for topic, parts in current.by_topic()]
+        topics = await self._read_fetch_waiting(req, refused, wanted)
+        answered = []
+        for t in topics:
+            parts = [p for p in t.partitions
+                     if current.partitions[(t.name, p.partition)].must_answer(
+                         p.error_code, bool(p.records), p.diverging_epoch is not None, p.high_watermark,
+                         p.log_start_offset)]
+            if parts:
+                answered.append(FetchTopicData(t.name, t.topic_id, parts))
+        return ErrorCode.NONE, current.id, answered
 
     async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float) -> None:
         loop = asyncio.get_running_loop()
@@ -1360,6 +1432,24 @@ class Broker:
             results.append(result_cls(**fields))
         extra: dict[str, Any] = {"error_code": 0} if req.version >= 3 else {}
         return req.response(throttle_time_ms=0, results=results, **extra)
+
+
+SESSION_VERSIONS = (7, 12)
+"""Fetch versions whose followers get sessions: with topic names (v13+ names topics by id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SessionTopic:
+    """A fetch session's partitions of one topic, shaped like a Fetch request's topic (v7-12)."""
+
+    topic: str
+    partitions: list[SessionPartition]
+
+
+def _session_changes(topics: Sequence[Any]) -> dict[tuple[str, int], PartitionRequest]:
+    return {(t.topic, p.partition): PartitionRequest(p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch,
+                                                     p.log_start_offset, p.partition_max_bytes)
+            for t in topics for p in t.partitions}
 
 
 def run_broker(config: BrokerConfig) -> None:

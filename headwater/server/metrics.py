@@ -59,6 +59,7 @@ class Snapshot:
     reassignment_moves: tuple[MoveProgress, ...] = ()
     cleaner: CleanerFigures = field(default_factory=CleanerFigures)
     gc: GcFigures = field(default_factory=GcFigures)
+    fetch_sessions: int = 0
 
 
 class BrokerCollector(Collector):
@@ -85,6 +86,11 @@ class BrokerCollector(Collector):
                                   "Led partitions whose ISR is smaller than their replica set", labels=["broker"])
         under.add_metric([broker], snap.under_replicated)
         yield under
+        sessions = GaugeMetricFamily("headwater_fetch_sessions",
+                                     "Incremental fetch sessions (KIP-227) this broker keeps for its followers",
+                                     labels=["broker"])
+        sessions.add_metric([broker], snap.fetch_sessions)
+        yield sessions
         leo = GaugeMetricFamily("headwater_log_end_offset", "Log end offset of each hosted replica",
                                 labels=["broker", "topic", "partition"])
         for (topic, partition), offset in sorted(snap.log_end_offsets.items()):

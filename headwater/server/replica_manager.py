@@ -25,6 +25,7 @@ from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.protocol.interbroker import AlterPartitionRequest
 from headwater.records import scan_valid_prefix
 from headwater.replication.acks import PendingAcks
+from headwater.replication.fetch_session import INITIAL_EPOCH, PartitionRequest, SessionBuilder
 from headwater.replication.follower import (
     AppendRecords,
     FetchRequestFields,
@@ -547,6 +548,7 @@ class ReplicaManager:
         fetch_cls = API_SPECS[ApiKey.FETCH].request
         version = 12  # topic names, diverging epochs, current leader epoch
         wakeup = self._fetch_wakeups[leader_id]
+        session = SessionBuilder()  # KIP-227: after the first fetch, only what changed
         while not self._stopping:
             hosted = self._following(leader_id)
             if not hosted:
@@ -591,33 +593,52 @@ class ReplicaManager:
             # lone partition catching up (a reassignment's new replica) then moves 10 MiB per round
             # trip instead of 1 MiB, and the copy is no longer bound by round trips.
             share = max(FETCH_PARTITION_MAX_BYTES, FETCH_MAX_BYTES // len(requests))
-            by_topic: dict[str, list[tuple[int, FetchRequestFields, Hosted, int]]] = {}
-            for key, (h, fields) in requests.items():
-                limit = FETCH_PARTITION_MAX_BYTES if key in reserved else share
-                by_topic.setdefault(key[0], []).append((key[1], fields, h, limit))
+            wanted = {key: PartitionRequest(f.fetch_offset, f.current_leader_epoch, f.last_fetched_epoch,
+                                            h.plog.log_start_offset,
+                                            FETCH_PARTITION_MAX_BYTES if key in reserved else share)
+                      for key, (h, f) in requests.items()}
+            session_id, epoch, send, forgotten = session.next_fetch(wanted)
+            by_topic: dict[str, list[tuple[int, PartitionRequest]]] = {}
+            for (topic, p), pr in send.items():
+                by_topic.setdefault(topic, []).append((p, pr))
+            gone: dict[str, list[int]] = {}
+            for topic, p in forgotten:
+                gone.setdefault(topic, []).append(p)
             T = fetch_cls.FetchTopic
             P = T.FetchPartition
+            F = fetch_cls.ForgottenTopic
             req = fetch_cls(
                 version=version, replica_id=self.broker_id, max_wait_ms=max_wait_ms, min_bytes=1,
-                max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
-                topics=[T(topic=topic, partitions=[P(partition=p, current_leader_epoch=f.current_leader_epoch,
-                                                     fetch_offset=f.fetch_offset, last_fetched_epoch=f.last_fetched_epoch,
-                                                     log_start_offset=h.plog.log_start_offset,
-                                                     partition_max_bytes=limit)
-                                                   for p, f, h, limit in items]) for topic, items in by_topic.items()],
-                forgotten_topics_data=[], rack_id="",
+                max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=session_id, session_epoch=epoch,
+                topics=[T(topic=topic, partitions=[P(partition=p, current_leader_epoch=pr.current_leader_epoch,
+                                                     fetch_offset=pr.fetch_offset, last_fetched_epoch=pr.last_fetched_epoch,
+                                                     log_start_offset=pr.log_start_offset,
+                                                     partition_max_bytes=pr.partition_max_bytes)
+                                                   for p, pr in items]) for topic, items in by_topic.items()],
+                forgotten_topics_data=[F(topic=topic, partitions=ps) for topic, ps in gone.items()], rack_id="",
             )
             fetched: dict[tuple[str, int], int] = {}
             try:
                 resp = await self._channel(leader_id, "fetch").request(req, version)
             except ChannelError as exc:
                 log.debug("fetch from broker %d failed: %s", leader_id, exc)
+                session.reset()
                 now = now_ms()
                 for h, fields in requests.values():
                     if h.replica.fetcher is not None:
                         h.replica.fetcher.on_request_failed(fields, now)
                 self._settle(reserved, fetched)
                 await asyncio.sleep(self.replica_fetch_backoff_ms / 1000)
+                continue
+            session.on_response(resp.error_code, resp.session_id, epoch, send, forgotten)
+            if resp.error_code:
+                # FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH (the leader restarted, or
+                # evicted the session): nothing was fetched; the next fetch is a full one.
+                log.info("fetch session with broker %d ended (error %d); fetching everything again", leader_id,
+                         resp.error_code)
+                self._settle(reserved, fetched)
+                if epoch == INITIAL_EPOCH:  # not a session's error: do not ask again at once
+                    await asyncio.sleep(self.replica_fetch_backoff_ms / 1000)
                 continue
             try:
                 await self._on_fetch_response(leader_id, requests, resp, fetched)

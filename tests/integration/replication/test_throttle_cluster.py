@@ -14,11 +14,11 @@ import json
 import os
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from cluster_support import LocalCluster, run_cli, wait_for
 from confluent_kafka import Producer
+from metrics_support import Metrics, scrape
 
 MIB = 1024 * 1024
 THROTTLE = 3_000_000  # bytes/s: --throttle of the first test
@@ -88,22 +88,7 @@ class Sampler(threading.Thread):
         return (b1 - b0) / (t1 - t0)
 
 
-def scrape(cluster: LocalCluster, broker: int) -> dict[str, dict[frozenset[tuple[str, str]], float]]:
-    """Prometheus text from one broker: metric name -> {labels -> value}."""
-    port = cluster.brokers[broker].props["metrics.port"]
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    out: dict[str, dict[frozenset[tuple[str, str]], float]] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        series, _, value = line.rpartition(" ")
-        name, _, rest = series.partition("{")
-        labels = frozenset(tuple(kv.split("=", 1)) for kv in rest.rstrip("}").replace('"', "").split(",") if kv)
-        out.setdefault(name, {})[labels] = float(value)  # type: ignore[index]
-    return out
-
-
-def move_metric(metrics: dict[str, dict[frozenset[tuple[str, str]], float]], name: str, **labels: str) -> float:
+def move_metric(metrics: Metrics, name: str, **labels: str) -> float:
     found = [v for k, v in metrics.get(f"headwater_reassignment_{name}", {}).items() if set(labels.items()) <= k]
     assert len(found) == 1, (name, labels, metrics.get(f"headwater_reassignment_{name}"))
     return found[0]
