@@ -114,6 +114,14 @@ class FetchSession:
         for key in forgotten:
             self.partitions.pop(key, None)
 
+    def answered_with_records(self, keys: Iterable[Key]) -> None:
+        """Move partitions that just got records to the end of the session, so that when a response
+        fills up, the partitions after them get their turn next time (Kafka does the same)."""
+        for key in keys:
+            held = self.partitions.pop(key, None)
+            if held is not None:
+                self.partitions[key] = held
+
     def by_topic(self) -> list[tuple[str, list[SessionPartition]]]:
         out: dict[str, list[SessionPartition]] = {}
         for (topic, _), sp in self.partitions.items():
@@ -159,8 +167,11 @@ class SessionCache:
         self._sessions[session_id] = self._sessions.pop(session_id)  # now the most recently used
         return session
 
-    def remove(self, session_id: int) -> None:
-        self._sessions.pop(session_id, None)
+    def remove(self, session_id: int, replica_id: int) -> None:
+        """Close a session of ``replica_id`` (another replica's is left alone)."""
+        session = self._sessions.get(session_id)
+        if session is not None and session.replica_id == replica_id:
+            del self._sessions[session_id]
 
     def _evict_idle(self, now_ms: int) -> None:
         for sid in [s.id for s in self._sessions.values() if now_ms - s.last_used_ms > self.idle_evict_ms]:

@@ -761,11 +761,11 @@ class Broker:
         if body.session_epoch == FINAL_EPOCH or not authorized:
             # Closing a session; or a follower without CLUSTER_ACTION, which gets no session (and
             # TOPIC_AUTHORIZATION_FAILED for each partition it named).
-            self.fetch_sessions.remove(body.session_id)
+            self.fetch_sessions.remove(body.session_id, body.replica_id)
             return ErrorCode.NONE, 0, await self._read_fetch_waiting(req, self._fetch_refused(req))
         refused: set[str] = set()
         if body.session_epoch == INITIAL_EPOCH:
-            self.fetch_sessions.remove(body.session_id)
+            self.fetch_sessions.remove(body.session_id, body.replica_id)
             topics = await self._read_fetch_waiting(req, refused)
             session = self.fetch_sessions.create(body.replica_id, now)
             if session is None:
@@ -796,6 +796,7 @@ class Broker:
                          p.log_start_offset)]
             if parts:
                 answered.append(FetchTopicData(t.name, t.topic_id, parts))
+        current.answered_with_records((t.name, p.partition) for t in answered for p in t.partitions if p.records)
         return ErrorCode.NONE, current.id, answered
 
     async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float) -> None:

@@ -91,6 +91,25 @@ def test_the_cache_knows_sessions_by_id_and_replica_and_evicts_the_least_recent(
     assert len(cache) == 1 and cache.get(a.id, 1, now_ms=5_000) is None
 
 
+def test_a_replica_closes_only_its_own_sessions() -> None:
+    cache = SessionCache()
+    mine = cache.create(1, now_ms=0)
+    assert mine is not None
+    cache.remove(mine.id, 2)
+    assert cache.get(mine.id, 1, now_ms=0) is mine
+    cache.remove(mine.id, 1)
+    assert cache.get(mine.id, 1, now_ms=0) is None
+
+
+def test_partitions_that_got_records_go_to_the_back_of_the_session() -> None:
+    cache = SessionCache()
+    s = cache.create(1, now_ms=0)
+    assert s is not None
+    s.apply({("t", p): pr(0) for p in range(4)}, ())
+    s.answered_with_records([("t", 0), ("t", 2)])
+    assert list(s.partitions) == [("t", 1), ("t", 3), ("t", 0), ("t", 2)]
+
+
 def test_no_slots_means_no_sessions() -> None:
     """``max.incremental.fetch.session.cache.slots=0``, as in Kafka: every fetch stays full."""
     assert SessionCache(max_sessions=0).create(1, now_ms=0) is None
@@ -111,7 +130,7 @@ def test_the_leader_session_always_holds_what_the_follower_wants(rounds: list[di
         sid, epoch, send, forgotten = follower.next_fetch(wanted)
         # The leader's side, as Broker._session_fetch does it.
         if epoch == INITIAL_EPOCH:
-            cache.remove(sid)
+            cache.remove(sid, 1)
             created = cache.create(1, now_ms=i)
             assert created is not None
             session = created
