@@ -742,13 +742,15 @@ class Broker:
 
     async def _read_fetch_waiting(self, req: Request, refused: set[str],
                                   wanted: Sequence[Any] | None = None) -> list[FetchTopicData]:
-        """``_read_fetch``, and again after waiting up to max_wait_ms for min_bytes if there were fewer."""
+        """``_read_fetch``; with fewer than min_bytes, wait up to max_wait_ms and read again if one of
+        the partitions was woken meanwhile (an append, a new high watermark, a leadership change:
+        whatever would change its answer). After a quiet wait the first answer still holds: reading
+        again cost an idle leader as much as the first read, twice a second per follower."""
         body = req.body
         topics, total = self._read_fetch(req, refused, wanted)
         if total < body.min_bytes and body.max_wait_ms > 0 and not any(
             p.error_code or p.diverging_epoch for t in topics for p in t.partitions
-        ):
-            await self._wait_for_data(topics, body.max_wait_ms / 1000.0)
+        ) and await self._wait_for_data(topics, body.max_wait_ms / 1000.0):
             topics, _total = self._read_fetch(req, refused, wanted)
         return topics
 
@@ -799,7 +801,8 @@ class Broker:
         current.answered_with_records((t.name, p.partition) for t in answered for p in t.partitions if p.records)
         return ErrorCode.NONE, current.id, answered
 
-    async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float) -> None:
+    async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float) -> bool:
+        """Until a partition of ``topics`` is woken (True) or ``timeout_s`` passes (False)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         keys = [(t.name, p.partition) for t in topics for p in t.partitions]
@@ -807,8 +810,9 @@ class Broker:
             self._waiters.setdefault(key, []).append(fut)
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            return True
         except TimeoutError:
-            pass
+            return False
         finally:
             for key in keys:
                 lst = self._waiters.get(key)

@@ -104,6 +104,8 @@ class ReplicaManager:
         self._controller_id = controller_id
         self._broker_epoch = broker_epoch
         self.partitions: dict[tuple[str, int], Hosted] = {}
+        # Partitions where acks=all produces may be waiting: the 100 ms deadline check visits only these.
+        self._acks_waiting: dict[tuple[str, int], Hosted] = {}
         # Told (topic, partition) after every LeaderAndIsr applied and every StopReplica: the group
         # coordinator loads and unloads its offsets partitions on these.
         self.leadership_listeners: list[Callable[[str, int], None]] = []
@@ -403,6 +405,7 @@ class ReplicaManager:
             fut.set_result(check.error)
         else:
             hosted.acks.add(fut, result.last_offset + 1, now + timeout_ms)
+            self._acks_waiting[(replica.topic, replica.partition)] = hosted
         return result.base_offset, fut
 
     def follower_fetch(self, hosted: Hosted, replica_id: int, replica_epoch: int, fetch_offset: int,
@@ -432,8 +435,9 @@ class ReplicaManager:
                 c.key.set_result(c.error)
 
     async def _isr_loop(self) -> None:
-        # acks=all deadlines are checked every 100 ms, but only where produces wait; the ISR
-        # check runs every replica.lag.time.max.ms / 2, as Kafka's, since it visits every partition.
+        # acks=all deadlines are checked every 100 ms, but only where produces wait (a broker with
+        # 10,000 idle partitions visited all of them ten times a second); the ISR check runs every
+        # replica.lag.time.max.ms / 2, as Kafka's, since it visits every partition.
         isr_interval_ms = max(50, self.replica_lag_time_max_ms // 2)
         last_isr_check = now_ms()
         while not self._stopping:
@@ -442,13 +446,17 @@ class ReplicaManager:
             check_isr = now - last_isr_check >= isr_interval_ms
             if check_isr:
                 last_isr_check = now
-            for hosted in list(self.partitions.values()):
+            for key, hosted in list(self._acks_waiting.items()):
                 if len(hosted.acks):
                     self._complete(hosted.acks.expire(now))
-                if check_isr and hosted.replica.is_leader:
-                    proposal = hosted.replica.check_isr(now)
-                    if proposal is not None:
-                        self._queue_alter(proposal)
+                if not len(hosted.acks) or self.partitions.get(key) is not hosted:
+                    del self._acks_waiting[key]  # answered, expired or failed: nothing left to time out
+            if check_isr:
+                for hosted in list(self.partitions.values()):
+                    if hosted.replica.is_leader:
+                        proposal = hosted.replica.check_isr(now)
+                        if proposal is not None:
+                            self._queue_alter(proposal)
 
     # --- AlterPartition -------------------------------------------------------------------------------
 
