@@ -235,10 +235,12 @@ class Broker:
                      listener.name, listener.security_protocol)
         self._metrics = metrics.BrokerCollector()
         metrics_port = int(self.config.props.get("metrics.port", 0))
+        # The snapshot copies every partition's log end offset: built only when someone can read it.
+        self._metrics_served = metrics_port > 0
         if metrics_port:
             metrics.serve(metrics_port, self.config.listeners[0].host, self._metrics)
             log.info("metrics on http://%s:%d/metrics", self.config.listeners[0].host, metrics_port)
-        self._publish_metrics()
+            self._publish_metrics()
         self._housekeeping_task = loop.create_task(self._housekeeping())
         self.cleaner.start()
         if self.cluster is not None:
@@ -254,7 +256,8 @@ class Broker:
             if self._stopping.is_set():
                 return  # the logs are about to close; no retention on closed logs
             try:
-                self._publish_metrics()
+                if self._metrics_served:
+                    self._publish_metrics()
                 retention_due = time.monotonic() - last_retention >= retention_check_s
                 if retention_due:
                     last_retention = time.monotonic()
