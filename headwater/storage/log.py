@@ -132,7 +132,7 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._truncations = 0  # a flush on another thread does not move the recovery point past a truncation
         self.flush_due = False
-        """Rolled since the last flush: the broker flushes it off the event loop (``LogManager.flush_due``)."""
+        """Rolled since the last flush: the broker flushes it off the event loop (``LogManager.rolled_logs``)."""
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -675,8 +675,6 @@ class PartitionLog:
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        with self._lock:
-            self._truncations += 1
         with self._io(f"truncating {self.directory}"):
             self._retire([s for s in self._segments if s.base_offset > offset])
             active = self._active
@@ -689,7 +687,11 @@ class PartitionLog:
             # A cut inside the batch holding the log start removes that whole batch.
             self._log_start_offset = min(self._log_start_offset, leo)
             self._high_watermark = min(self._high_watermark, leo)
-            self._recovery_point = min(self._recovery_point, leo)
+            with self._lock:
+                # Counted once the cut is done: a flush that began before it, on another thread,
+                # then finds the count changed and leaves the recovery point alone.
+                self._recovery_point = min(self._recovery_point, leo)
+                self._truncations += 1
             # The new end, which a cut inside a batch (or a cleaned gap) puts below ``offset``.
             self.truncated_to = leo if self.truncated_to is None else min(self.truncated_to, leo)
 
@@ -697,8 +699,6 @@ class PartitionLog:
         """Drop everything and start an empty log at ``offset``."""
         self._check_open()
         self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
-        with self._lock:
-            self._truncations += 1
         with self._io(f"truncating {self.directory}"):
             old = list(self._segments)
             for seg in old:
@@ -712,7 +712,9 @@ class PartitionLog:
             fsync_dir(self.directory)
             self._log_start_offset = offset
             self._high_watermark = offset
-            self._recovery_point = offset
+            with self._lock:
+                self._recovery_point = offset
+                self._truncations += 1  # as in truncate_to
             self.epochs.clear()
             self.producer_state.clear()
             for snap in self._snapshot_offsets():
