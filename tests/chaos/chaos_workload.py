@@ -413,6 +413,7 @@ class ChurnWorkload:
         self.names = [f"churn-{i}" for i in range(names)]
         self._written = 0
         self._stop = threading.Event()
+        self._deleted = threading.Event()  # set at the first acknowledged delete
         self._zk = KazooClient(hosts=zk_connect, timeout=10)
         self.producer = Producer({
             "bootstrap.servers": bootstrap,
@@ -429,6 +430,11 @@ class ChurnWorkload:
         self._zk.start(timeout=10)
         self._thread.start()
         return self
+
+    def wait_deleted(self, timeout_s: float) -> bool:
+        """Let the workload run until one delete was acknowledged: a short fault run may otherwise
+        end after a create and a produce, and its deletion path would go untested."""
+        return self._deleted.wait(timeout_s)
 
     def stop(self) -> None:
         if self._stop.is_set():
@@ -505,6 +511,7 @@ class ChurnWorkload:
         code = resp.responses[0].error_code
         if code == 0:
             life.deleted = "ok"
+            self._deleted.set()
         elif life.deleted != "ok":
             life.deleted = "error"
         self.history.events.append(f"churn delete {name} #{life.generation}: {'ok' if code == 0 else f'error {code}'}")
