@@ -242,6 +242,9 @@ class AckCheck:
 class _LeaderState:
     epoch_start_offset: int
     log_end_offset: int
+    # When leadership came here from another broker (this replica was a follower); kept through
+    # later epochs of the same leader, None when it led from the start.
+    took_over_ms: int | None = None
     followers: dict[int, ReplicaProgress] = field(default_factory=dict)
     pending: PendingIsrChange | None = None
 
@@ -344,6 +347,11 @@ class PartitionReplica:
     @property
     def leader_epoch_start_offset(self) -> int | None:
         return self._leader.epoch_start_offset if self._leader is not None else None
+
+    @property
+    def took_over_ms(self) -> int | None:
+        """When leadership came to this broker from another one (leader only; None if it never did)."""
+        return self._leader.took_over_ms if self._leader is not None else None
 
     @property
     def min_insync_replicas(self) -> int:
@@ -456,6 +464,7 @@ class PartitionReplica:
                     last_caught_up_time_ms=now_ms if in_isr else None,
                 )
         self._leader = _LeaderState(epoch_start_offset=log_end_offset, log_end_offset=log_end_offset,
+                                    took_over_ms=now_ms if was_follower else previous.took_over_ms if previous else None,
                                     followers=followers)
         self._high_watermark = max(0, min(high_watermark, log_end_offset))
         hw = self._maybe_increment_high_watermark(now_ms)

@@ -56,6 +56,7 @@ from headwater.replication.throttle import (
 from headwater.replication.types import EpochEndOffset, HighWatermarkUpdate
 from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
 from headwater.storage import LogConfig, LogManager, PartitionLog
+from headwater.storage.producers import SequenceGapError
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,9 @@ FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 10 * 1024 * 1024
 FETCH_PARTITION_MAX_BYTES = 1024 * 1024
 ALTER_PARTITION_RETRY_S = 0.2
+# How long after becoming leader a producer's sequence gap may still be its retries in flight from
+# the previous leader: about a produce request's timeout (30 s in Kafka's clients and librdkafka).
+SEQUENCE_GAP_GRACE_MS = 30_000
 EARLIEST, LATEST = -2, -1
 
 
@@ -391,7 +395,10 @@ class ReplicaManager:
         if error != ErrorCode.NONE:
             raise KafkaError(error)
         now = now_ms()
-        result = plog.append_as_leader(records, replica.leader_epoch, now)
+        try:
+            result = plog.append_as_leader(records, replica.leader_epoch, now)
+        except SequenceGapError as gap:
+            raise self._sequence_gap(replica, gap, now) from None
         update = replica.on_local_append(plog.log_end_offset, now)
         if update is not None:
             self._apply_hw(hosted, update)
@@ -407,6 +414,32 @@ class ReplicaManager:
             hosted.acks.add(fut, result.last_offset + 1, now + timeout_ms)
             self._acks_waiting[(replica.topic, replica.partition)] = hosted
         return result.base_offset, fut
+
+    def _sequence_gap(self, replica: PartitionReplica, gap: SequenceGapError, now: int) -> KafkaError:
+        """The error for a batch that skips sequences of its producer.
+
+        Right after a leader change a gap is usually not one: the producer sent batches to the old
+        leader, which answered NOT_LEADER_OR_FOLLOWER (or failed their acks=all wait) without this
+        broker having them, and sent its next batch here before retrying those. Kafka answers
+        OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka then bumps its producer epoch and renumbers
+        every queued message of every partition, including ones the old leader had written and
+        replicated before answering NOT_LEADER_OR_FOLLOWER: they are written a second time
+        (librdkafka issue 4953). So while leadership came here from another broker a short time
+        ago and the producer's latest batch here predates this leader epoch, the answer is
+        LEADER_NOT_AVAILABLE: retriable and "not written", so the client queues the batch behind
+        its retries and sends them in order. A gap at a broker that led all along is
+        OUT_OF_ORDER_SEQUENCE_NUMBER, as in Kafka.
+        """
+        epoch_start, took_over = replica.leader_epoch_start_offset, replica.took_over_ms
+        if (epoch_start is not None and took_over is not None and gap.latest_offset < epoch_start
+                and now - took_over < SEQUENCE_GAP_GRACE_MS):
+            log.info("%s-%d: %s, its latest batch (offset %d) from before this leader epoch (from offset %d): "
+                     "LEADER_NOT_AVAILABLE until its earlier batches arrive",
+                     replica.topic, replica.partition, gap.message, gap.latest_offset, epoch_start)
+            return KafkaError(ErrorCode.LEADER_NOT_AVAILABLE,
+                              f"{gap.message}: the earlier batches may still be on their way from the previous leader")
+        log.info("%s-%d: %s", replica.topic, replica.partition, gap.message)
+        return gap
 
     def follower_fetch(self, hosted: Hosted, replica_id: int, replica_epoch: int, fetch_offset: int,
                        current_leader_epoch: int, last_fetched_epoch: int, log_start_offset: int) -> Any:

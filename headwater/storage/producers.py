@@ -5,7 +5,10 @@ Rules (Kafka's ``ProducerAppendInfo``), applied only to batches with a producer 
 - a higher epoch (a new producer session) must start at sequence 0, unless the producer is unknown;
 - in the same epoch, a batch whose (first, last) sequence equals one of the last
   ``MAX_CACHED_BATCHES`` batches is a retry: it is acknowledged with the original offsets, not written;
-- otherwise its first sequence must follow the latest batch's last sequence (mod 2**31);
+- otherwise its first sequence must follow the latest batch's last sequence (mod 2**31); a batch
+  ahead of it (a gap) raises ``SequenceGapError``, an OUT_OF_ORDER_SEQUENCE_NUMBER that tells the
+  leader where the producer's latest batch is, so it can tell a gap left by retries still on their
+  way from a previous leader from a real one (see ``headwater.server.replica_manager``);
 - an unknown producer id is accepted at any sequence (its earlier batches may have been deleted).
 Replicated batches (follower appends, rebuild on load) update the state without these checks.
 
@@ -68,12 +71,27 @@ class ProducerEntry:
         return ProducerEntry(self.producer_id, epoch, [*kept, meta][-MAX_CACHED_BATCHES:])
 
 
+class SequenceGapError(KafkaError):
+    """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch ahead of the producer's latest one, with the log offset
+    of that latest batch."""
+
+    def __init__(self, message: str, latest_offset: int) -> None:
+        super().__init__(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message)
+        self.latest_offset = latest_offset
+
+
 def tracks_sequence(header: BatchHeader) -> bool:
     return header.producer_id >= 0 and header.base_sequence >= 0 and not header.is_control
 
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == (last_seq + 1) % SEQUENCE_MODULUS
+
+
+def is_ahead(last_seq: int, next_seq: int) -> bool:
+    """``next_seq`` skips sequences after ``last_seq``: within half the (wrapping) sequence space
+    past it, as opposed to behind it (an old batch no longer among the cached ones)."""
+    return 0 < (next_seq - last_seq - 1) % SEQUENCE_MODULUS < SEQUENCE_MODULUS // 2
 
 
 class ProducerStateManager:
@@ -112,23 +130,15 @@ class ProducerStateManager:
                     ErrorCode.INVALID_PRODUCER_EPOCH,
                     f"producer {pid} epoch {epoch} is older than the current epoch {entry.epoch}",
                 )
-            if epoch != entry.epoch:
-                if first_seq != 0:
-                    raise KafkaError(
-                        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                        f"producer {pid} new epoch {epoch} must start at sequence 0, got {first_seq}",
-                    )
-            elif entry.last_sequence == NO_SEQUENCE:
-                if first_seq != 0:
-                    raise KafkaError(
-                        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                        f"producer {pid} epoch {epoch} has no batches yet; expected sequence 0, got {first_seq}",
-                    )
-            elif not in_sequence(entry.last_sequence, first_seq):
-                raise KafkaError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {entry.last_sequence}",
-                )
+            # A new epoch, or one without batches yet, starts at 0; otherwise the next sequence follows.
+            fresh = epoch != entry.epoch or entry.last_sequence == NO_SEQUENCE
+            last_known = NO_SEQUENCE if fresh else entry.last_sequence
+            expected = (last_known + 1) % SEQUENCE_MODULUS
+            if first_seq != expected:
+                message = f"producer {pid} epoch {epoch}: expected sequence {expected}, got {first_seq}"
+                if is_ahead(last_known, first_seq):
+                    raise SequenceGapError(message, entry.batches[-1].last_offset if entry.batches else -1)
+                raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message)
         else:
             entry = ProducerEntry(pid, NO_PRODUCER_EPOCH)
         meta = BatchMetadata(first_seq, last_seq, first_offset, last_offset, header.max_timestamp)

@@ -2,7 +2,8 @@
 move, the read-back that checks every acknowledged message, and the end state of a move.
 
 * ``LiveProducer``: a confluent-kafka producer thread (acks=all, idempotent) with numbered
-  messages; it keeps what was acknowledged, with partition and offset.
+  messages; it keeps what was acknowledged, with partition and offset, and librdkafka's log of its
+  idempotence state (epoch bumps and their causes) for the failure report.
 * ``LiveConsumer``: a confluent-kafka consumer thread that reads every partition from given offsets
   and measures the largest gap between two records of one partition.
 * ``read_topic`` / ``check_acked``: everything in the topic (each value checked whole), then: every
@@ -16,6 +17,7 @@ move, the read-back that checks every acknowledged message, and the end state of
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections import Counter
@@ -46,6 +48,23 @@ def seq_of(value: bytes) -> int:
     return seq
 
 
+class _EosLog(logging.Handler):
+    """The last lines librdkafka logged, most recent last."""
+
+    def __init__(self, keep: int = 400) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.keep = keep
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{time.strftime('%H:%M:%S')} {record.getMessage()}")
+        del self.lines[:-self.keep]
+
+    def bumps(self) -> list[str]:
+        """The lines about epoch bumps and the sequence errors that caused them."""
+        return [line for line in self.lines if "bump" in line or "ERRSEQ" in line or "sequence" in line]
+
+
 class LiveProducer(threading.Thread):
     """Produces numbered messages at about ``rate_per_s`` until ``stop()``; keeps every acknowledgement.
 
@@ -63,8 +82,16 @@ class LiveProducer(threading.Thread):
         self.errors: list[str] = []
         self._stopping = threading.Event()
         self._lock = threading.Lock()
+        self.eos_log = _EosLog()
+        logger = logging.getLogger(f"librdkafka-{topic}-{id(self)}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(self.eos_log)
+        # librdkafka's "eos" debug context: PID changes, drains and epoch bumps with their reason,
+        # a few lines per leader move, so a duplicate can be traced from the test report alone.
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5, "message.timeout.ms": 120000, "log_level": 3})
+                                  "linger.ms": 5, "message.timeout.ms": 120000, "debug": "eos", "log_level": 7,
+                                  "logger": logger})
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         with self._lock:
@@ -176,8 +203,10 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
         c.close()
 
 
-def check_acked(read: Mapping[int, Mapping[int, int]], acked: Iterable[tuple[int, int, int]]) -> int:
-    """Every acknowledged message is at its offset; no message number appears twice. Returns the count."""
+def check_acked(read: Mapping[int, Mapping[int, int]], acked: Iterable[tuple[int, int, int]],
+                context: str = "") -> int:
+    """Every acknowledged message is at its offset; no message number appears twice (the report
+    says where each copy is, then ``context``). Returns the count."""
     n = 0
     for p, offset, seq in acked:
         got = read.get(p, {}).get(offset)
@@ -185,7 +214,10 @@ def check_acked(read: Mapping[int, Mapping[int, int]], acked: Iterable[tuple[int
         n += 1
     seqs = Counter(seq for records in read.values() for seq in records.values())
     twice = [s for s, k in seqs.items() if k > 1]
-    assert not twice, f"{len(twice)} messages are in the log more than once, e.g. {twice[:5]}"
+    if twice:
+        where = {s: [(p, o) for p, records in read.items() for o, v in records.items() if v == s] for s in twice[:5]}
+        raise AssertionError(f"{len(twice)} messages are in the log more than once, e.g. (partition, offset) "
+                             f"of each copy: {where}\n{context}")
     return n
 
 

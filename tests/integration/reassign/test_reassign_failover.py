@@ -120,7 +120,8 @@ def finish(cluster: LocalCluster, producer: LiveProducer, topic: str, partitions
     producer.stop()
     assert not producer.errors, producer.errors[:5]
     assert producer.count() > 0
-    check_acked(read_topic(cluster.bootstrap, topic, partitions), producer.acked)
+    check_acked(read_topic(cluster.bootstrap, topic, partitions), producer.acked,
+                "librdkafka's epoch bumps:\n" + "\n".join(producer.eos_log.bumps()[-40:]))
 
 
 def test_controller_killed_in_phase_u(cluster: LocalCluster, producers: list[LiveProducer]) -> None:

@@ -7,7 +7,7 @@ from _storage_batches import make_batch
 
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.storage import LogConfig, PartitionLog
-from headwater.storage.producers import ProducerStateManager
+from headwater.storage.producers import ProducerStateManager, SequenceGapError
 
 OpenLog = Callable[..., PartitionLog]
 PID = 4242
@@ -44,6 +44,25 @@ def test_out_of_order_sequence(open_log: OpenLog) -> None:
     assert code_of(log, batch(5)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert code_of(log, batch(1)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # overlaps, not a cached batch
     assert log.log_end_offset == 2
+
+
+def test_a_gap_ahead_names_the_latest_batch_and_a_batch_behind_does_not(open_log: OpenLog) -> None:
+    """A batch that skips sequences tells the leader where the producer's latest batch is (it
+    decides whether the gap may be retries still on their way); an old batch is plain OOS."""
+    log = open_log()
+    log.append_as_leader(make_batch([b"other"]), 0, 1)
+    log.append_as_leader(batch(0, 2), 0, 1)  # offsets 1-2
+    with pytest.raises(SequenceGapError) as gap:
+        log.append_as_leader(batch(5), 0, 1)
+    assert gap.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and gap.value.latest_offset == 2
+    with pytest.raises(KafkaError) as behind:
+        log.append_as_leader(batch(1), 0, 1)
+    assert not isinstance(behind.value, SequenceGapError)
+    # A new epoch that does not start at 0 skips its first sequences too.
+    with pytest.raises(SequenceGapError) as new_epoch:
+        log.append_as_leader(batch(3, epoch=1), 0, 1)
+    assert new_epoch.value.latest_offset == 2
+    assert log.log_end_offset == 3
 
 
 def test_only_the_last_five_batches_are_deduplicated(open_log: OpenLog) -> None:
