@@ -72,7 +72,9 @@ class LiveProducer(threading.Thread):
     empty: librdkafka retries through leader moves, and only a message it gives up on lands here)."""
 
     def __init__(self, bootstrap: str, topic: str, rate_per_s: float = 500, value_bytes: int = 200,
-                 first_seq: int = LIVE_FIRST_SEQ) -> None:
+                 first_seq: int = LIVE_FIRST_SEQ, debug: str = "eos", logger: logging.Logger | None = None) -> None:
+        """``debug`` is librdkafka's debug contexts; its lines go to ``logger`` (if given) as well as
+        to ``eos_log``."""
         super().__init__(name=f"producer-{topic}", daemon=True)
         self.topic = topic
         self.rate_per_s = rate_per_s
@@ -83,14 +85,15 @@ class LiveProducer(threading.Thread):
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self.eos_log = _EosLog()
-        logger = logging.getLogger(f"librdkafka-{topic}-{id(self)}")
-        logger.propagate = False
-        logger.setLevel(logging.DEBUG)
+        if logger is None:
+            logger = logging.getLogger(f"librdkafka-{topic}-{id(self)}")
+            logger.propagate = False
+            logger.setLevel(logging.DEBUG)
         logger.addHandler(self.eos_log)
         # librdkafka's "eos" debug context: PID changes, drains and epoch bumps with their reason,
         # a few lines per leader move, so a duplicate can be traced from the test report alone.
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5, "message.timeout.ms": 120000, "debug": "eos", "log_level": 7,
+                                  "linger.ms": 5, "message.timeout.ms": 120000, "debug": debug, "log_level": 7,
                                   "logger": logger})
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
