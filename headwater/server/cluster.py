@@ -65,6 +65,12 @@ class ClusterMember:
         self.shell: ControllerShell | None = None
         self.cluster_id = ""
         self._topic_configs: dict[str, dict[str, str]] = {}
+        # The controller's requests take effect one at a time, in the order they came (Kafka mutes a
+        # connection until its request is answered). LeaderAndIsr waits on ZooKeeper for topic
+        # configs and yields to clients on large requests; without this, the UpdateMetadata sent
+        # after it would take effect first, and this broker would name itself leader in Metadata
+        # while still answering its produce requests NOT_LEADER_OR_FOLLOWER.
+        self._control = asyncio.Lock()
         self._electing = False
         self._stopping = False
 
@@ -275,6 +281,18 @@ class ClusterMember:
         return configs
 
     async def leader_and_isr(self, req: Any) -> Any:
+        async with self._control:
+            return await self._leader_and_isr(req)
+
+    async def update_metadata(self, req: Any) -> Any:
+        async with self._control:
+            return self._update_metadata(req)
+
+    async def stop_replica(self, req: Any) -> Any:
+        async with self._control:
+            return self._stop_replica(req)
+
+    async def _leader_and_isr(self, req: Any) -> Any:
         body = req.body
         error = self._refused(req) or self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 2 else -1)
         topic_errors: dict[str, list[tuple[int, ErrorCode]]] = {}
@@ -320,7 +338,7 @@ class ClusterMember:
         return req.response(error_code=error, partition_errors=[
             P(topic_name=t, partition_index=p, error_code=c) for t, errs in topic_errors.items() for p, c in errs])
 
-    def update_metadata(self, req: Any) -> Any:
+    def _update_metadata(self, req: Any) -> Any:
         body = req.body
         error = self._refused(req) or self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 5 else -1)
         if error != ErrorCode.NONE:
@@ -396,7 +414,7 @@ class ClusterMember:
                      self.broker_id, topic, partition, controller_id)
             self.broker.replicas.stop_replica(topic, partition, True)
 
-    def stop_replica(self, req: Any) -> Any:
+    def _stop_replica(self, req: Any) -> Any:
         body = req.body
         error = self._refused(req) or self._check_epochs(body.controller_epoch, body.broker_epoch if req.version >= 1 else -1)
         resp_cls = req.spec.response

@@ -81,13 +81,21 @@ def soak(data: Path, rounds: int, mib: int, rate: float) -> dict[str, object]:
     finally:
         cluster.stop()
         handler.close()
-    lost = [seq for p, offset, seq in producer.acked if read.get(p, {}).get(offset) != seq]
+    # A message librdkafka acknowledged without an offset ("implicitly acked") counts as lost only
+    # when it is not in its partition at all.
+    found = {seq: (p, o) for p, records in read.items() for o, seq in records.items()}
+    lost = [(p, offset, seq) for p, offset, seq in producer.acked
+            if (read.get(p, {}).get(offset) != seq if offset is not None else found.get(seq, (None,))[0] != p)]
+    lost_examples = [{"seq": seq, "acked_at": [p, offset], "found_at": found.get(seq),
+                      "there_now": read.get(p, {}).get(offset) if offset is not None else None} for p, offset, seq in lost[:5]]
+    without_offset = sum(1 for _p, offset, _seq in producer.acked if offset is None)
     counts = Counter(seq for records in read.values() for seq in records.values())
     twice = sorted(seq for seq, k in counts.items() if k > 1)
     log_text = (data / "librdkafka.log").read_text(errors="replace")
     guarded = sum(path.read_text(errors="replace").count("LEADER_NOT_AVAILABLE until") for path in data.glob("broker-*.log"))
     return {"moves": rounds, "partitions": PARTITIONS, "rate_per_s": rate, "seconds": round(elapsed, 1),
-            "acknowledged": len(producer.acked), "producer_errors": len(producer.errors), "lost": len(lost),
+            "acknowledged": len(producer.acked), "acknowledged_without_offset": without_offset,
+            "producer_errors": len(producer.errors), "lost": len(lost), "lost_examples": lost_examples,
             "duplicated": len(twice), "duplicated_examples": twice[:5],
             "epoch_bumps": log_text.count("bumped epoch"), "gaps_answered_leader_not_available": guarded}
 
