@@ -326,9 +326,21 @@ class LocalCluster:
         assert proc is not None
         return proc.pid
 
-    def log_tails(self, lines: int = 60) -> list[tuple[str, str]]:
-        return [(f"broker {b.broker_id} (pid {b.proc.pid if b.proc else '-'}) log", b.log_tail(lines))
-                for b in self.brokers.values()]
+    def log_tails(self, lines: int = 60, notable: int = 40) -> list[tuple[str, str]]:
+        """Each broker's last ``lines`` log lines, and its last ``notable`` warnings and errors from
+        the whole log (a failure's cause is often long before the tail)."""
+        out = []
+        for b in self.brokers.values():
+            name = f"broker {b.broker_id} (pid {b.proc.pid if b.proc else '-'})"
+            try:
+                text = b.log_path.read_text(errors="replace")
+            except OSError:
+                text = ""
+            warned = [line for line in text.splitlines() if " WARNING " in line or " ERROR " in line]
+            if warned:
+                out.append((f"{name} warnings and errors (last {notable})", "\n".join(warned[-notable:])))
+            out.append((f"{name} log", b.log_tail(lines)))
+        return out
 
     # --- reading the cluster ----------------------------------------------------------------------
 
