@@ -84,10 +84,6 @@ def tracks_sequence(header: BatchHeader) -> bool:
     return header.producer_id >= 0 and header.base_sequence >= 0 and not header.is_control
 
 
-def in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == (last_seq + 1) % SEQUENCE_MODULUS
-
-
 def is_ahead(last_seq: int, next_seq: int) -> bool:
     """``next_seq`` skips sequences after ``last_seq``: within half the (wrapping) sequence space
     past it, as opposed to behind it (an old batch no longer among the cached ones)."""
