@@ -49,15 +49,19 @@ def seq_of(value: bytes) -> int:
 
 
 class _EosLog(logging.Handler):
-    """The last lines librdkafka logged, most recent last."""
+    """The last lines librdkafka logged, most recent last, and how many times it bumped its epoch."""
 
     def __init__(self, keep: int = 400) -> None:
         super().__init__()
         self.lines: list[str] = []
         self.keep = keep
+        self.epoch_bumps = 0
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(f"{time.strftime('%H:%M:%S')} {record.getMessage()}")
+        message = record.getMessage()
+        if "bumped epoch" in message:
+            self.epoch_bumps += 1
+        self.lines.append(f"{time.strftime('%H:%M:%S')} {message}")
         del self.lines[:-self.keep]
 
     def bumps(self) -> list[str]:
