@@ -106,11 +106,8 @@ class FetchSession:
         for key, p in changed.items():
             held = self.partitions.get(key)
             if held is None:
-                self.partitions[key] = SessionPartition(key[0], key[1], p.fetch_offset, p.current_leader_epoch,
-                                                        p.last_fetched_epoch, p.log_start_offset,
-                                                        p.partition_max_bytes)
-            else:
-                held.update(p)
+                held = self.partitions[key] = SessionPartition(key[0], key[1], -1, -1, -1, -1, 0)
+            held.update(p)
         for key in forgotten:
             self.partitions.pop(key, None)
 

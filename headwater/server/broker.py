@@ -780,8 +780,7 @@ class Broker:
                 for p in t.partitions:
                     held = session.partitions.get((t.name, p.partition))
                     if held is not None:
-                        held.must_answer(p.error_code, bool(p.records), p.diverging_epoch is not None,
-                                         p.high_watermark, p.log_start_offset)
+                        _tell(held, p)
             return ErrorCode.NONE, session.id, topics
         current = self.fetch_sessions.get(body.session_id, body.replica_id, now)
         if current is None:
@@ -795,10 +794,7 @@ class Broker:
         topics = await self._read_fetch_waiting(req, refused, wanted)
         answered = []
         for t in topics:
-            parts = [p for p in t.partitions
-                     if current.partitions[(t.name, p.partition)].must_answer(
-                         p.error_code, bool(p.records), p.diverging_epoch is not None, p.high_watermark,
-                         p.log_start_offset)]
+            parts = [p for p in t.partitions if _tell(current.partitions[(t.name, p.partition)], p)]
             if parts:
                 answered.append(FetchTopicData(t.name, t.topic_id, parts))
         current.answered_with_records((t.name, p.partition) for t in answered for p in t.partitions if p.records)
@@ -1452,6 +1448,12 @@ class _SessionTopic:
 
     topic: str
     partitions: list[SessionPartition]
+
+
+def _tell(held: SessionPartition, p: FetchPartitionData) -> bool:
+    """Whether the session's follower must be sent this partition's answer (and note what it was told)."""
+    return held.must_answer(p.error_code, bool(p.records), p.diverging_epoch is not None, p.high_watermark,
+                            p.log_start_offset)
 
 
 def _session_changes(topics: Sequence[Any]) -> dict[tuple[str, int], PartitionRequest]:
