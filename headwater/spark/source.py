@@ -136,8 +136,20 @@ class TopicBatchReader(DataSourceReader):  # type: ignore[misc]
         return planned
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        return read_range(partition, self._opts)
+        return _read_planned(partition, self._opts)
+
+
+def _read_planned(partition: InputPartition, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+    """Read one planned piece: an ``OffsetRange``, or PySpark's stand-in for an empty plan.
+
+    When ``partitions()`` returns no ranges (every selected partition is empty, or the range
+    asked for holds no records), PySpark still runs one task, with ``InputPartition(None)``.
+    """
+    if isinstance(partition, OffsetRange):
+        return read_range(partition, opts)
+    if partition.value is None:
+        return iter(())
+    raise TypeError(f"headwater cannot read the planned partition {partition!r}: not an offset range")
 
 
 class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
@@ -243,8 +255,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         return split_ranges(ranges, self._opts.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        return read_range(partition, self._opts)
+        return _read_planned(partition, self._opts)
 
     def commit(self, end: dict[str, Any]) -> None:
         # Spark's checkpoint is the only record of progress: nothing is committed to the

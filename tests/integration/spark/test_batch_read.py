@@ -132,19 +132,30 @@ def test_assign_and_pattern_select_partitions(
     first = new_topic(3, prefix="pat")
     second = new_topic(1, prefix="pat")
     other = new_topic(1, prefix="other")
-    for topic in (first, second, other):
+    # Explicit partitions: a keyless producer's sticky partitioner may put all 30 in one.
+    produce(broker, first, ((None, first.encode(), i % 3) for i in range(30)))
+    for topic in (second, other):
         produce(broker, topic, ((None, topic.encode(), None) for _ in range(30)))
     assigned = read(spark, broker.bootstrap, assign=json.dumps({first: [0, 2]}))
     partitions = Counter(r.partition for r in assigned.select("partition").collect())
-    assert set(partitions) <= {0, 2}
-    # 30 records spread over 3 partitions; the assigned two hold all but partition 1's share.
-    total_first = read(spark, broker.bootstrap, subscribe=first).filter("partition = 1").count()
-    assert sum(partitions.values()) == 30 - total_first
+    assert partitions == {0: 10, 2: 10}
     pattern = f"pat-({first.split('-')[1]}|{second.split('-')[1]})"
     by_topic = Counter(
         r.topic for r in read(spark, broker.bootstrap, subscribePattern=pattern).select("topic").collect()
     )
     assert by_topic == {first: 30, second: 30}
+
+
+def test_selection_with_no_records_reads_no_rows(
+    spark: Any, broker: Broker, new_topic: Callable[..., str]
+) -> None:
+    """An empty plan still runs one Spark task (with PySpark's ``InputPartition(None)``)."""
+    empty = new_topic(2)
+    assert read(spark, broker.bootstrap, subscribe=empty).count() == 0
+    filled = new_topic(2)
+    produce(broker, filled, ((None, b"v", 1) for _ in range(5)))
+    assert read(spark, broker.bootstrap, assign=json.dumps({filled: [0]})).count() == 0
+    assert read(spark, broker.bootstrap, assign=json.dumps({filled: [1]})).count() == 5
 
 
 def test_starting_timestamp(spark: Any, broker: Broker, new_topic: Callable[..., str]) -> None:
