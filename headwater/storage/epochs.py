@@ -93,13 +93,6 @@ class LeaderEpochCache:
         self._entries = []
         self._write()
 
-    def ensure_file(self) -> None:
-        """The file exists from the log's creation on (as in Kafka), written without fsync: losing an
-        empty file loses nothing, and entries still waiting for ``sync`` stay marked as such."""
-        if not self.path.exists():
-            with self._lock:
-                write_epochs(self.path, self._entries, durable=False)
-
     def _write(self) -> None:
         with self._lock:
             self._unsynced = True

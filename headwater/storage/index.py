@@ -73,6 +73,23 @@ class _IndexFile(ABC):
                 os.close(fd)
             self._written, self._dirty, self._longer = 0, True, False
 
+    def create_later(self) -> None:
+        """A new segment's index where no file of its name can exist (its directory was just made):
+        the first ``sync`` creates the file. A new replica then creates one file instead of three,
+        which is most of what a LeaderAndIsr creating thousands of replicas spends."""
+        with self._lock:
+            self._written, self._dirty, self._longer = 0, True, False
+
+    def _read(self, missing_ok: bool) -> bytes | None:
+        """The file's bytes; None when it is missing and ``missing_ok`` (an empty segment whose
+        index was never synced, see ``create_later``)."""
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+            return None
+
     def sync(self) -> None:
         """Write the entries appended since the last sync, then fsync the file."""
         with self._lock:
@@ -172,9 +189,13 @@ class OffsetIndex(_IndexFile):
         with self._lock:
             self._rewrite(self._encode(0))
 
-    def load(self, log_size: int) -> None:
+    def load(self, log_size: int, *, missing_ok: bool = False) -> None:
         """Read the file; raise IndexCorruptError (or OSError if missing) when it cannot be trusted."""
-        data = self.path.read_bytes()
+        data = self._read(missing_ok)
+        if data is None:
+            self.clear()
+            self.create_later()
+            return
         if len(data) % OFFSET_ENTRY_BYTES:
             raise IndexCorruptError(f"{self.path}: size {len(data)} is not a whole number of entries")
         offsets = array("q")
@@ -233,8 +254,12 @@ class TimeIndex(_IndexFile):
         with self._lock:
             self._rewrite(self._encode(0))
 
-    def load(self, next_offset_bound: int | None = None) -> None:
-        data = self.path.read_bytes()
+    def load(self, next_offset_bound: int | None = None, *, missing_ok: bool = False) -> None:
+        data = self._read(missing_ok)
+        if data is None:
+            self.clear()
+            self.create_later()
+            return
         if len(data) % TIME_ENTRY_BYTES:
             raise IndexCorruptError(f"{self.path}: size {len(data)} is not a whole number of entries")
         timestamps = array("q")

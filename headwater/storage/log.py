@@ -146,12 +146,13 @@ class PartitionLog:
         # The lowest offset the log was truncated to since the cleaner last looked: its checkpoint
         # must not stay above records that were replaced (see LogCleanerService).
         self.truncated_to: int | None = None
-        self._directory_unsynced = not directory.exists()  # the log dir's entry for it, too
+        new_directory = not directory.exists()
+        self._directory_unsynced = new_directory  # the log dir's entry for it, too
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producer_state = ProducerStateManager()
         with self._io(f"loading {directory}"):
-            self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
+            self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown, new_directory)
 
     @contextlib.contextmanager
     def _io(self, what: str) -> Iterator[None]:
@@ -198,7 +199,9 @@ class PartitionLog:
 
     # ---- load and recovery -----------------------------------------------------------------------
 
-    def _load(self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool) -> None:
+    def _load(
+        self, recovery_point: int, log_start_offset: int, high_watermark: int, clean: bool, new_directory: bool
+    ) -> None:
         complete_interrupted_swaps(self.directory)  # before anything reads the segment files
         bases: list[int] = []
         for path in self.directory.iterdir():
@@ -216,16 +219,17 @@ class PartitionLog:
         # hold a torn tail; before it, data was fsynced and is trusted like after a clean shutdown.
         recover_from = len(segments) if clean else max(bisect_right(bases, recovery_point) - 1, 0)
         kept: list[LogSegment] = []
+        recovered = False  # a segment was scanned batch by batch, re-deriving leader epochs
         for i, seg in enumerate(segments):
             cut = 0
             if i >= recover_from:
-                cut = self._recover_segment(seg)
+                cut, recovered = self._recover_segment(seg), True
             else:
                 try:
                     seg.load_and_check()
                 except (IndexCorruptError, OSError, KafkaError) as exc:
                     log.warning("%s: rebuilding segment %d: %s", self.directory, seg.base_offset, exc)
-                    cut = self._recover_segment(seg)
+                    cut, recovered = self._recover_segment(seg), True
             kept.append(seg)
             later = segments[i + 1 :]
             if cut or (later and later[0].base_offset < seg.next_offset):
@@ -246,7 +250,7 @@ class PartitionLog:
                 seg.close()
                 for p in seg.paths():
                     p.unlink(missing_ok=True)
-            self._segments = [LogSegment.create(self.directory, start)]
+            self._segments = [LogSegment.create(self.directory, start, new_directory=new_directory)]
             # Not fsynced now: creating 10,000 replicas at 3 fsyncs each kept a broker busy for
             # minutes. An empty log lost to an OS crash is recreated empty; flush syncs the
             # directories before the recovery point moves past anything written here.
@@ -260,9 +264,14 @@ class PartitionLog:
         leo = self.log_end_offset
         self.epochs.truncate_from_end(leo)
         self.epochs.truncate_from_start(self._log_start_offset)
-        self.epochs.ensure_file()
         self._rebuild_producer_state(leo)
-        self.epochs.sync()  # what recovery re-derived must be on disk before the recovery point says LEO
+        if recovered:
+            # What recovery re-derived must be on disk before the recovery point says LEO. The
+            # truncations above alone wait for the next flush: they drop entries at or past the
+            # log end (an epoch led without a write, the usual case after a leader election),
+            # which a load drops again after a crash, and a durable write per partition made the
+            # first restart of a broker with 10,000 partitions take seconds longer.
+            self.epochs.sync()
         self._recovery_point = leo
         self.high_watermark = high_watermark
         for seg in self._segments[:-1]:

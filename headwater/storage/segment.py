@@ -81,12 +81,20 @@ class LogSegment:
     # ---- lifecycle -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, suffix: str = "") -> LogSegment:
+    def create(
+        cls, directory: Path, base_offset: int, suffix: str = "", *, new_directory: bool = False
+    ) -> LogSegment:
+        """An empty segment. In a ``new_directory`` (no stale index can be there) the index files
+        are created by the first sync; elsewhere they are created, or cut, empty now."""
         path = directory / offset_file_name(base_offset, LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         seg = cls(directory, base_offset, fd, 0, suffix)
-        seg.offset_index.create_empty()
-        seg.time_index.create_empty()
+        if new_directory:
+            seg.offset_index.create_later()
+            seg.time_index.create_later()
+        else:
+            seg.offset_index.create_empty()
+            seg.time_index.create_empty()
         return seg
 
     @classmethod
@@ -347,7 +355,9 @@ class LogSegment:
         """
         self._reset_metadata()
         self.size_bytes = os.fstat(self.fd).st_size
-        self.offset_index.load(self.size_bytes)
+        # An empty segment may never have been synced, so its index files may not exist yet.
+        empty = self.size_bytes == 0
+        self.offset_index.load(self.size_bytes, missing_ok=empty)
         pos = self.offset_index.last_position()
         expected = self.offset_index.offsets[-1] if len(self.offset_index) else self.base_offset
         first = True
@@ -366,7 +376,7 @@ class LogSegment:
             expected = header.last_offset + 1
             pos += header.size
         self.next_offset = expected
-        self.time_index.load(self.next_offset)
+        self.time_index.load(self.next_offset, missing_ok=empty)
         last = self.time_index.last_entry()
         if last is not None and last[0] >= self.max_timestamp_ms:
             self.max_timestamp_ms, self.max_timestamp_offset = last

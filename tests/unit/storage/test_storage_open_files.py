@@ -86,7 +86,8 @@ def test_index_entries_reach_the_file_at_flush(open_log: OpenLog, tmp_path: Path
     active = log.segments[-1]
     entries = len(active.offset_index)
     assert entries > 5
-    assert active.offset_index.path.stat().st_size == 0  # appended in memory only, no descriptor kept
+    # Appended in memory only, no descriptor kept; a new log's first index file is made by its first flush.
+    assert not active.offset_index.path.exists()
     assert not any(name.endswith(INDEX_SUFFIX) for name in open_files_under(tmp_path / "t-0"))
     log.flush()
     assert active.offset_index.path.stat().st_size == 8 * entries
@@ -148,7 +149,7 @@ def test_creating_a_log_and_assigning_an_epoch_waits_for_flush_to_fsync(
     checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
     log.epochs.assign(3, 0)
     assert synced == []
-    assert checkpoint.read_text().split() == ["0", "0"]  # created empty; the entry waits for the flush
+    assert not checkpoint.exists()  # written, entry and all, by the first flush
     log.append_as_leader(make_batch([b"x"]), 3, 1)
     log.flush()
     assert checkpoint.read_text().split() == ["0", "1", "3", "0"]
@@ -156,3 +157,50 @@ def test_creating_a_log_and_assigning_an_epoch_waits_for_flush_to_fsync(
     synced.clear()
     log.flush()
     assert len(synced) == 1  # nothing new: only (a duplicate of) the active segment's descriptor
+
+
+def test_a_new_log_creates_only_its_log_file_until_its_first_flush(
+    open_log: OpenLog, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Creating a replica costs one file: indexes and the epoch checkpoint wait for the first flush,
+    and a log that never got one (a crash right after its creation) loads without a rebuild."""
+    log = open_log()
+    log.epochs.assign(2, 0)  # becoming leader records the epoch before anything is written
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == ["00000000000000000000.log"]
+    log.close_without_flush()
+    with caplog.at_level("WARNING"):
+        reopened = open_log(clean_shutdown=True)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == []
+    assert reopened.log_end_offset == 0
+    reopened.append_as_leader(make_batch([b"x"]), 2, 1)
+    reopened.close()
+    names = sorted(p.name for p in (tmp_path / "t-0").iterdir())
+    assert {"00000000000000000000.index", "00000000000000000000.timeindex", "leader-epoch-checkpoint"} <= set(names)
+    again = open_log(clean_shutdown=True)
+    assert again.log_end_offset == 1
+    assert again.epochs.entries == [(2, 0)]
+
+
+def test_loading_drops_an_empty_epoch_without_a_durable_write(
+    open_log: OpenLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a leader election most partitions hold an epoch with no records yet; a restart drops
+    it from memory and leaves the file to the next flush instead of fsyncing one per partition."""
+    log = open_log()
+    log.append_as_leader(make_batch([b"x"]), 1, 1)
+    log.epochs.assign(4, log.log_end_offset)  # led epoch 4, wrote nothing
+    log.close()
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    reopened = open_log(clean_shutdown=True, recovery_point=1)
+    assert synced == []
+    assert reopened.epochs.entries == [(1, 0)]
+    reopened.flush()
+    checkpoint = (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text().split()
+    assert checkpoint == ["0", "1", "1", "0"]

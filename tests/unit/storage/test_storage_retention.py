@@ -75,6 +75,7 @@ def test_retention_minus_one_keeps_forever(open_log: OpenLog) -> None:
 def test_deleted_segments_stay_readable_until_the_delay(open_log: OpenLog, clock: FakeClock) -> None:
     log = open_log(config(retention_ms=10_000))
     fill(log, [1_000, 2_000, 3_000, 60_000])
+    log.flush()  # a new log's first index files are made by its first flush
     held = log.read(0, 1 << 20)
     expected = held.read()
     old = log.segments[0]
