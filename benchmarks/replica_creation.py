@@ -11,6 +11,8 @@ in one process, on the filesystem of ``--dir`` (default: the system temp dir), e
 * ``leader_us`` / ``follower_us``: ``ReplicaManager.become`` of a new partition as leader, and as
   a follower (whose fetcher is not started: no other broker runs).
 * ``restart_us``: closing the manager and loading every log again (a clean restart).
+* ``idle_close_us``: a clean close of logs that were loaded and closed before with nothing
+  written since: an idle broker's shutdown.
 * ``leader_over_floor``: ``leader_us / floor_us``, the figure to compare between runs.
 * ``files_per_replica``: files in a partition directory after the leader's become.
 
@@ -92,17 +94,22 @@ class Steps:
                                 min_insync_replicas=1, max_message_bytes=1 << 20)
             self.seconds[kind] += time.perf_counter() - start
 
-    def restart_leaders(self) -> tuple[float, int]:
-        """Close the leaders' logs cleanly and load them again; also count a partition's files."""
+    def restart_leaders(self) -> tuple[float, float, int]:
+        """Close the leaders' logs cleanly and time loading them again; then time the close of an
+        idle broker (a load and close later, nothing written); also count a partition's files."""
         files = len(os.listdir(self.base / "leader" / f"{TOPIC}-0"))
         self.leaders.logs.close()
         start = time.perf_counter()
         reloaded = _manager(self.base / "leader")
-        took = time.perf_counter() - start
+        load = time.perf_counter() - start
+        reloaded.close()  # writes what the load left to the next flush (dropped empty epochs)
+        reloaded = _manager(self.base / "leader")
+        start = time.perf_counter()
         reloaded.close()
+        close = time.perf_counter() - start
         self.storage.close()
         self.followers.logs.close()
-        return took, files
+        return load, close, files
 
 
 async def run(base: Path, count: int, rounds: int) -> dict[str, float | int]:
@@ -110,7 +117,7 @@ async def run(base: Path, count: int, rounds: int) -> dict[str, float | int]:
     size = max(1, count // rounds)
     for first in range(0, count, size):
         steps.round(range(first, min(first + size, count)))
-    restart_s, files = steps.restart_leaders()
+    restart_s, close_s, files = steps.restart_leaders()
     sec = steps.seconds
     return {
         "floor_us": _per_replica_us(sec["floor"], count),
@@ -118,6 +125,7 @@ async def run(base: Path, count: int, rounds: int) -> dict[str, float | int]:
         "leader_us": _per_replica_us(sec["leader"], count),
         "follower_us": _per_replica_us(sec["follower"], count),
         "restart_us": _per_replica_us(restart_s, count),
+        "idle_close_us": _per_replica_us(close_s, count),
         "leader_over_floor": round(sec["leader"] / sec["floor"], 2),
         "files_per_replica": files,
     }

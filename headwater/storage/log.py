@@ -146,6 +146,9 @@ class PartitionLog:
         # The lowest offset the log was truncated to since the cleaner last looked: its checkpoint
         # must not stay above records that were replaced (see LogCleanerService).
         self.truncated_to: int | None = None
+        # The offset of the producer snapshot on disk that matches the state in memory (written or
+        # loaded by this process): a close at that log end offset has nothing new to write.
+        self._snapshot_at: int | None = None
         new_directory = not directory.exists()
         self._directory_unsynced = new_directory  # the log dir's entry for it, too
         directory.mkdir(parents=True, exist_ok=True)
@@ -307,6 +310,7 @@ class PartitionLog:
 
     def _write_snapshot(self, offset: int, *, durable: bool = True) -> None:
         write_atomic(self._snapshot_path(offset), self.producer_state.to_snapshot(), durable=durable)
+        self._snapshot_at = offset
         first_base = self._segments[0].base_offset
         for old in self._snapshot_offsets():
             if old < first_base and old != offset:
@@ -315,6 +319,7 @@ class PartitionLog:
     def _rebuild_producer_state(self, end_offset: int) -> None:
         """State as of ``end_offset``: the newest usable snapshot, then the batch headers after it."""
         self.producer_state.clear()
+        self._snapshot_at = None
         first_base = self._segments[0].base_offset
         start = first_base
         for offset in reversed(self._snapshot_offsets()):
@@ -331,6 +336,8 @@ class PartitionLog:
                 path.unlink(missing_ok=True)
                 continue
             start = offset
+            if offset == end_offset:
+                self._snapshot_at = offset
             break
         for seg in self._segments:
             if seg.next_offset <= start or seg.base_offset >= end_offset:
@@ -726,6 +733,7 @@ class PartitionLog:
                 self._truncations += 1  # as in truncate_to
             self.epochs.clear()
             self.producer_state.clear()
+            self._snapshot_at = None
             for snap in self._snapshot_offsets():
                 self._snapshot_path(snap).unlink(missing_ok=True)
 
@@ -877,7 +885,11 @@ class PartitionLog:
             active = self._active
             active.finalize_time_index()
             self.flush()
-            self._write_snapshot(self.log_end_offset)
+            if self._snapshot_at != self.log_end_offset:
+                # An idle partition's state is already on disk as of its log end. Rewriting it (a
+                # durable write, about 2 ms here) made a clean shutdown of 10,000 partitions take
+                # 20 s; Kafka skips it too.
+                self._write_snapshot(self.log_end_offset)
             with self._lock:
                 self._closed = True
                 for seg in self._segments:

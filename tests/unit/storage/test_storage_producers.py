@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
@@ -177,3 +178,27 @@ def test_corrupt_snapshot_falls_back_to_scanning(open_log: OpenLog) -> None:
     snaps[0].write_bytes(b"\0\1garbage")
     log = open_log(clean_shutdown=True)
     assert log.append_as_leader(batch(2), 0, 1).duplicate
+
+
+def test_a_close_rewrites_the_snapshot_only_when_the_state_moved(open_log: OpenLog) -> None:
+    """An idle partition's snapshot at its log end is already right: a clean shutdown of 10,000
+    partitions must not rewrite them all. After a truncation or an append it is written again."""
+    log = open_log()
+    for seq in range(3):
+        log.append_as_leader(batch(seq), 0, 1)
+    log.close()
+    snapshot = log.directory / f"{3:020d}.snapshot"
+    first = snapshot.read_bytes()
+    os.utime(snapshot, ns=(1, 1))  # a rewrite would give it the current time
+    log = open_log(clean_shutdown=True)
+    log.close()
+    assert snapshot.stat().st_mtime_ns == 1
+    log = open_log(clean_shutdown=True)
+    log.truncate_to(2)  # the state as of offset 2 forgets sequence 2
+    log.append_as_leader(batch(2, epoch=0, pid=PID + 1), 0, 1)  # another producer, same log end
+    log.close()
+    assert snapshot.read_bytes() != first
+    log = open_log(clean_shutdown=True)
+    first_producer, second_producer = log.producer_state.get(PID), log.producer_state.get(PID + 1)
+    assert first_producer is not None and first_producer.last_sequence == 1
+    assert second_producer is not None and second_producer.last_sequence == 2
