@@ -45,6 +45,20 @@ def fill(log: PartitionLog, n: int, size: int = 100) -> None:
         log.append_as_leader(make_batch([bytes([i % 256]) * size], [10_000 + i]), 0, 1)
 
 
+@pytest.fixture
+def synced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The descriptors ``os.fsync`` is called with from now on."""
+    calls: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        calls.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    return calls
+
+
 def offsets(log: PartitionLog, start: int) -> list[int]:
     return [o for o, _, _ in decode(log.read(start, 1 << 30).read())]
 
@@ -134,17 +148,9 @@ def test_the_open_file_limit_is_raised_to_the_hard_limit() -> None:
 
 
 def test_creating_a_log_and_assigning_an_epoch_waits_for_flush_to_fsync(
-    open_log: OpenLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    open_log: OpenLog, tmp_path: Path, synced: list[int]
 ) -> None:
     """A LeaderAndIsr creating 10,000 replicas must not cost 40,000 fsyncs; the first flush pays."""
-    synced: list[int] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        synced.append(fd)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", counting_fsync)
     log = open_log()
     checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
     log.epochs.assign(3, 0)
@@ -182,7 +188,7 @@ def test_a_new_log_creates_only_its_log_file_until_its_first_flush(
 
 
 def test_loading_drops_an_empty_epoch_without_a_durable_write(
-    open_log: OpenLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    open_log: OpenLog, tmp_path: Path, synced: list[int]
 ) -> None:
     """After a leader election most partitions hold an epoch with no records yet; a restart drops
     it from memory and leaves the file to the next flush instead of fsyncing one per partition."""
@@ -190,14 +196,7 @@ def test_loading_drops_an_empty_epoch_without_a_durable_write(
     log.append_as_leader(make_batch([b"x"]), 1, 1)
     log.epochs.assign(4, log.log_end_offset)  # led epoch 4, wrote nothing
     log.close()
-    synced: list[int] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        synced.append(fd)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", counting_fsync)
+    synced.clear()
     reopened = open_log(clean_shutdown=True, recovery_point=1)
     assert synced == []
     assert reopened.epochs.entries == [(1, 0)]
