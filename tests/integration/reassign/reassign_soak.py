@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster_support import run_cli, start_cluster, wait_for
-from reassign_support import LiveProducer, produce_bulk, read_topic
+from reassign_support import LiveProducer, missing_acked, produce_bulk, read_topic
 
 PARTITIONS = 12
 SIDES = ((1, 2, 3), (4, 5, 6))
@@ -81,11 +81,8 @@ def soak(data: Path, rounds: int, mib: int, rate: float) -> dict[str, object]:
     finally:
         cluster.stop()
         handler.close()
-    # A message librdkafka acknowledged without an offset ("implicitly acked") counts as lost only
-    # when it is not in its partition at all.
     found = {seq: (p, o) for p, records in read.items() for o, seq in records.items()}
-    lost = [(p, offset, seq) for p, offset, seq in producer.acked
-            if (read.get(p, {}).get(offset) != seq if offset is not None else found.get(seq, (None,))[0] != p)]
+    lost = missing_acked(read, producer.acked)
     lost_examples = [{"seq": seq, "acked_at": [p, offset], "found_at": found.get(seq),
                       "there_now": read.get(p, {}).get(offset) if offset is not None else None} for p, offset, seq in lost[:5]]
     without_offset = sum(1 for _p, offset, _seq in producer.acked if offset is None)

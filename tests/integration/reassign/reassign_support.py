@@ -7,7 +7,8 @@ move, the read-back that checks every acknowledged message, and the end state of
 * ``LiveConsumer``: a confluent-kafka consumer thread that reads every partition from given offsets
   and measures the largest gap between two records of one partition.
 * ``read_topic`` / ``check_acked``: everything in the topic (each value checked whole), then: every
-  acknowledged message at its offset, and no message twice.
+  acknowledged message at its offset (``missing_acked`` lists the ones that are not), and no
+  message twice.
 * ``set_throttle`` / ``clear_throttle``: Kafka's follower throttle on a move, applied before it returns.
 * ``zk_assignment`` / ``wait_moved``: what ZooKeeper says about a partition's replicas, and the end
   state of a move (replicas = target, no adding/removing, ISR = target, removed replicas' directories
@@ -210,32 +211,44 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
         c.close()
 
 
-def check_acked(read: Mapping[int, Mapping[int, int]], acked: Iterable[tuple[int, int | None, int]],
-                context: str = "") -> int:
-    """Every acknowledged message is at its offset; no message number appears twice (the report
-    says where each copy is, then ``context``). Returns the count.
+def missing_acked(read: Mapping[int, Mapping[int, int]],
+                  acked: Iterable[tuple[int, int | None, int]]) -> list[tuple[int, int | None, int]]:
+    """The acknowledged messages that are not where their acknowledgement says.
 
     A message acknowledged without an offset (librdkafka acknowledges one implicitly when a later
     batch of its partition succeeds after its own request failed: "implicitly acked by subsequent
     batch success") must be in its partition, at whatever offset."""
-    n = 0
     in_partition: dict[int, set[int]] = {}
+    missing = []
     for p, offset, seq in acked:
         if offset is None or offset < 0:
             if p not in in_partition:
                 in_partition[p] = set(read.get(p, {}).values())
-            assert seq in in_partition[p], f"acknowledged message {seq} (no offset) is not in partition {p}"
-        else:
-            got = read.get(p, {}).get(offset)
-            assert got == seq, f"acknowledged message {seq} at {p}:{offset} reads back as {got}"
-        n += 1
+            if seq not in in_partition[p]:
+                missing.append((p, offset, seq))
+        elif read.get(p, {}).get(offset) != seq:
+            missing.append((p, offset, seq))
+    return missing
+
+
+def check_acked(read: Mapping[int, Mapping[int, int]], acked: Iterable[tuple[int, int | None, int]],
+                context: str = "") -> int:
+    """Every acknowledged message is where ``missing_acked`` wants it; no message number appears
+    twice (the report says where each copy is, then ``context``). Returns the count."""
+    acked = list(acked)
+    missing = missing_acked(read, acked)
+    if missing:
+        p, offset, seq = missing[0]
+        problem = (f"(no offset) is not in partition {p}" if offset is None or offset < 0
+                   else f"at {p}:{offset} reads back as {read.get(p, {}).get(offset)}")
+        raise AssertionError(f"acknowledged message {seq} {problem} ({len(missing)} missing in all)")
     seqs = Counter(seq for records in read.values() for seq in records.values())
     twice = [s for s, k in seqs.items() if k > 1]
     if twice:
         where = {s: [(p, o) for p, records in read.items() for o, v in records.items() if v == s] for s in twice[:5]}
         raise AssertionError(f"{len(twice)} messages are in the log more than once, e.g. (partition, offset) "
                              f"of each copy: {where}\n{context}")
-    return n
+    return len(acked)
 
 
 def produce_bulk(bootstrap: str, topic: str, total_bytes: int, value_bytes: int = 10240,
