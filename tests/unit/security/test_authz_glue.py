@@ -126,3 +126,27 @@ def test_reassignment_audit_names_moves_and_cancellations(tmp_path: Path) -> Non
     (line,) = [json.loads(x) for x in (tmp_path / "broker-1-audit.log").read_text().splitlines()]
     assert line["api"] == "ALTER_PARTITION_REASSIGNMENTS" and line["outcome"] == "failed" and line["error_code"] == 85
     assert [(r["name"], r["error_code"]) for r in line["resources"]] == [("t-0 -> [2, 3]", 0), ("t-1 cancel", 85)]
+
+
+def test_refused_reassignment_audit_names_cluster_alter(tmp_path: Path) -> None:
+    """A reassignment refused for ALTER on the cluster answers per partition, but what was refused is
+    the cluster: Kafka's AclAuthorizer.logAuditMessage names the denied operation and resource
+    ("Denied Operation = Alter ... on resource = Cluster:LITERAL:kafka-cluster"), and so must the line."""
+    from kafka.protocol.admin import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
+
+    T = AlterPartitionReassignmentsRequest.ReassignableTopic
+    body = AlterPartitionReassignmentsRequest(timeout_ms=1000, topics=[T(name="r", partitions=[
+        T.ReassignablePartition(partition_index=0, replicas=[2])])])
+    R = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
+    resp = AlterPartitionReassignmentsResponse(version=0, throttle_time_ms=0, error_code=31, error_message=None, responses=[
+        R(name="r", partitions=[R.ReassignablePartitionResponse(partition_index=0, error_code=31, error_message=None)])])
+    authz = Authz({**AUTHORIZER, "audit.log.dir": str(tmp_path)}, tmp_path / "logs", 1)
+    req = request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body, principal="User:ops", version=0)
+    assert not authz.cluster(req, AclOperation.ALTER)
+    authz.audit_request(req, resp)
+    authz.close()
+    (line,) = [json.loads(x) for x in (tmp_path / "broker-1-audit.log").read_text().splitlines()]
+    assert line["outcome"] == "denied" and line["error_code"] == 31
+    first = line["resources"][0]
+    assert (first["type"], first["name"], first["operation"], first["error_code"]) == ("CLUSTER", "kafka-cluster", "ALTER", 31)
+    assert [r["name"] for r in line["resources"][1:]] == ["r-0"]
