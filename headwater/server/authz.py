@@ -237,14 +237,14 @@ class Authz:
         if not resources:
             resources = list(req.denied)
         elif req.denied:
-            # A mutation's resources come from its response: name the operation refused on each, and
-            # first the refusals the response cannot name (a reassignment refused for CLUSTER ALTER
-            # answers per partition, but what was refused is the cluster).
+            # A mutation's resources come from its response: name the operation refused on each, then
+            # the refusals the response cannot name (a reassignment refused for CLUSTER ALTER answers
+            # per partition, but what was refused is the cluster).
             refused_ops = {(d.resource_type, d.name): d.operation for d in req.denied}
             named = {(r.resource_type, r.name) for r in resources}
-            resources = [d for d in req.denied if (d.resource_type, d.name) not in named] + [
-                dataclasses.replace(r, operation=refused_ops[(r.resource_type, r.name)])
-                if r.operation is None and (r.resource_type, r.name) in refused_ops else r for r in resources]
+            resources = [dataclasses.replace(r, operation=refused_ops[(r.resource_type, r.name)])
+                         if r.operation is None and (r.resource_type, r.name) in refused_ops else r for r in resources]
+            resources += [d for d in req.denied if (d.resource_type, d.name) not in named]
         self.audit.write(AuditRecord(int(time.time() * 1000), req.principal, req.client_address, req.client_id,
                                      api_name(req.api_key), req.version, tuple(resources), bool(req.denied), error))
 

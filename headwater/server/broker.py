@@ -69,6 +69,7 @@ from headwater.server.controller_shell import ControllerShell
 from headwater.server.groups import CLIENT_HOST, GroupShell
 from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
 from headwater.server.replica_manager import Hosted, ReplicaManager
+from headwater.server.topic_creation import TopicCreator
 from headwater.storage import LogConfig, LogManager
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,8 @@ class Broker:
         self.cluster = ClusterMember(self, connect, int(config.props.get("zookeeper.session.timeout.ms", 18000))) \
             if connect else None
         self.store = LocalMetadataStore(config.log_dirs[0], self.info)
-        self.image: ClusterImage = self.store.load() if self.cluster is None else ClusterImage("", -1, {}, {})
+        self._image_waiters: list[asyncio.Future[None]] = []
+        self._image: ClusterImage = self.store.load() if self.cluster is None else ClusterImage("", -1, {}, {})
         self.logs = LogManager(list(config.log_dirs), self._default_log_config(), clock_ms=_now_ms)
         self.cleaner = LogCleanerService(self.logs, config.props, _now_ms)
         # Client quotas: in ZooKeeper (/config/users, /config/clients) in a cluster, else a local file.
@@ -176,6 +178,7 @@ class Broker:
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda req: scram_admin.describe(self, req),
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda req: scram_admin.alter(self, req),
         }
+        self.topic_creator = TopicCreator(self)
         self.groups = GroupShell(self)
         self._handlers.update(self.groups.handlers())
         if self.cluster is not None:
@@ -188,6 +191,36 @@ class Broker:
                 ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.cluster.alter_partition_reassignments,
                 ApiKey.LIST_PARTITION_REASSIGNMENTS: self.cluster.list_partition_reassignments,
             })
+
+    @property
+    def image(self) -> ClusterImage:
+        """This broker's view of the cluster: the controller's UpdateMetadata, or the local store."""
+        return self._image
+
+    @image.setter
+    def image(self, image: ClusterImage) -> None:
+        self._image = image
+        waiters, self._image_waiters = self._image_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _await_leaders(self, partitions: dict[str, set[int]], timeout_s: float) -> set[str]:
+        """Wait until every named partition has a leader in this broker's image (Kafka's
+        DelayedCreatePartitions); the topics still without one when ``timeout_s`` runs out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            missing = {name for name, wanted in partitions.items()
+                       if (topic := self.image.topics.get(name)) is None
+                       or any(p not in topic.partitions or topic.partitions[p].leader < 0 for p in wanted)}
+            left = deadline - loop.time()
+            if not missing or left <= 0:
+                return missing
+            fut: asyncio.Future[None] = loop.create_future()
+            self._image_waiters.append(fut)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(fut, left)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -461,26 +494,13 @@ class Broker:
         user = principal[5:] if principal.startswith("User:") else principal
         return quota.RequestQuota(self.quotas, user, req.client_id or "", strict, _now_ms())
 
-    async def _ensure_topics(self, req: Request, names: list[str], allow_auto_create: bool) -> None:
-        if not (allow_auto_create and self.config.auto_create_topics):
-            return
-        if self.cluster is not None and not self.cluster.is_controller():
-            return  # only the controller creates topics; the client retries and finds it in time
-        rq = self._request_quota(req, strict=False)  # auto-creation is always permissive
-        for name in names:
-            if name in self.image.topics:
-                continue
-            try:
-                await self._create_topic(name, -1, -1, {}, {}, rq=rq)
-            except KafkaError as exc:
-                log.info("auto-create of %r refused: %s", name, exc)
-
     async def metadata(self, req: Request) -> Any:
         body = req.body
         resp_cls = req.spec.response
         topic_cls = resp_cls.MetadataResponseTopic
         part_cls = topic_cls.MetadataResponsePartition
         unauthorized: set[str] = set()
+        creating: dict[str, ErrorCode] = {}
         if body.topics is None or (req.version == 0 and not body.topics):
             # All topics: those the principal may not describe are left out, not refused.
             names = sorted(self.image.topics)
@@ -495,19 +515,28 @@ class Broker:
                     name = found.name if found else None
                 if name is not None:
                     names.append(name)
-            allow = body.allow_auto_topic_creation if req.version >= 4 else True
+            allow = (body.allow_auto_topic_creation if req.version >= 4 else True) and self.config.auto_create_topics
             unauthorized = {n for n in names if not self.authz.topic(req, AclOperation.DESCRIBE, n)}
-            if allow and self.config.auto_create_topics and not self.authz.cluster(req, AclOperation.CREATE, note=False):
+            if allow and not self.authz.cluster(req, AclOperation.CREATE, note=False):
                 # Auto-creation needs CREATE on the cluster or on the topic (Kafka's rule).
                 unauthorized |= {n for n in names if n not in unauthorized and n not in self.image.topics
                                  and not self.authz.topic(req, AclOperation.CREATE, n)}
-            await self._ensure_topics(req, [n for n in names if n not in unauthorized], allow)
+            missing = [n for n in dict.fromkeys(names) if n not in unauthorized and n not in self.image.topics]
+            if allow and missing:
+                # Auto-creation is never refused by the mutation quota, only recorded (Kafka's permissive quota).
+                creating = await self.topic_creator.auto_create(missing, self._request_quota(req, strict=False))
         topics = []
         for name in names:
             topic = self.image.topics.get(name)
             if name in unauthorized:
                 topics.append(topic_cls(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
                                         topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
+                continue
+            if name in creating:
+                # Created (or being created) by this request: no leaders yet as far as clients should
+                # know, even where this broker made them at once (KafkaApis answers the same).
+                topics.append(topic_cls(error_code=creating[name], name=name, topic_id=uuid.UUID(int=0),
+                                        is_internal=name == OFFSETS_TOPIC, partitions=[]))
                 continue
             if topic is None:
                 try:
@@ -889,7 +918,8 @@ class Broker:
     async def init_producer_id(self, req: Request) -> Any:
         body = req.body
         if body.transactional_id is not None:
-            return req.response(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            # Sent to the transaction coordinator, which this cluster does not run (see FindCoordinator).
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                 producer_id=-1, producer_epoch=-1)
         # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
         if not self.authz.any_topic(req, AclOperation.WRITE) and not self.authz.cluster(req, AclOperation.IDEMPOTENT_WRITE):
@@ -996,12 +1026,13 @@ class Broker:
         body = req.body
         result_cls = req.spec.response.CreatableTopicResult
         config_cls = result_cls.CreatableTopicConfigs
-        results = []
         rq = self._request_quota(req, strict=req.version >= STRICT_QUOTA_SINCE[ApiKey.CREATE_TOPICS])
         seen: dict[str, int] = {}
         for t in body.topics:
             seen[t.name] = seen.get(t.name, 0) + 1
         cluster_create = self.authz.cluster(req, AclOperation.CREATE, note=False)
+        answers: list[dict[str, Any]] = []
+        created: dict[str, set[int]] = {}
         for t in body.topics:
             code, message, topic = ErrorCode.NONE, None, None
             try:
@@ -1031,8 +1062,25 @@ class Broker:
                         fields.update(configs=[], topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 else:
                     fields.update(num_partitions=-1, replication_factor=-1, configs=[])
-            results.append(result_cls(**fields))
-        return req.response(throttle_time_ms=rq.throttle_ms, topics=results)
+            if topic is not None and not body.validate_only:
+                created[t.name] = set(topic.partitions)
+            answers.append(fields)
+        for name in await self._created_late(created, body.timeout_ms):
+            fields = next(f for f in answers if f["name"] == name)
+            fields.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None)
+            if req.version >= 5:  # a failed creation reports no partitions or configs (KafkaApis)
+                fields.update(num_partitions=-1, replication_factor=-1, configs=[], topic_config_error_code=0)
+        return req.response(throttle_time_ms=rq.throttle_ms, topics=[result_cls(**f) for f in answers])
+
+    async def _created_late(self, created: dict[str, set[int]], timeout_ms: int) -> set[str]:
+        """The topics whose new partitions have no leader in this broker's metadata within the
+        request's timeout: REQUEST_TIMED_OUT, as ZkAdminManager answers (at once for a timeout <= 0),
+        so that a client can use a topic on this broker as soon as it is told it was created."""
+        if not created:
+            return set()
+        if timeout_ms <= 0:
+            return set(created)
+        return await self._await_leaders(created, timeout_ms / 1000)
 
     async def _delete_topic(self, name: str, rq: quota.RequestQuota) -> TopicImage:
         if self.cluster is not None:
@@ -1089,6 +1137,7 @@ class Broker:
         result_cls = req.spec.response.CreatePartitionsTopicResult
         results = []
         rq = self._request_quota(req, strict=req.version >= STRICT_QUOTA_SINCE[ApiKey.CREATE_PARTITIONS])
+        created: dict[str, set[int]] = {}
         for t in body.topics:
             code, message = ErrorCode.NONE, None
             try:
@@ -1098,6 +1147,8 @@ class Broker:
                 if self.cluster is not None:
                     await self._create_partitions_in_cluster(t.name, t.count, assignments, body.validate_only, rq)
                     results.append(result_cls(name=t.name, error_code=0, error_message=None))
+                    if not body.validate_only:
+                        created[t.name] = set(range(t.count))
                     continue
                 n = len(self.image.brokers)
                 topic = plan_create_partitions(self.image, t.name, t.count, assignments,
@@ -1111,6 +1162,12 @@ class Broker:
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             results.append(result_cls(name=t.name, error_code=code, error_message=message))
+            if code == ErrorCode.NONE and not body.validate_only:
+                created[t.name] = set(range(t.count))
+        late = await self._created_late(created, body.timeout_ms)
+        for r in results:
+            if r.name in late:
+                r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, None
         return req.response(throttle_time_ms=rq.throttle_ms, results=results)
 
     def delete_records(self, req: Request) -> Any:

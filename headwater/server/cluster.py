@@ -40,7 +40,7 @@ from headwater.protocol.interbroker import ControlledShutdownRequest, iter_leade
 from headwater.protocol.reassignments import encode_list_reassignments_response
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.security.acl import AclOperation
-from headwater.server.channel import BrokerChannel, ChannelError
+from headwater.server.channel import ChannelError, ChannelPool
 from headwater.server.controller_shell import ControllerShell
 from headwater.server.zk import DuplicateRegistrationError, ZooKeeper, zookeeper_security
 
@@ -71,6 +71,10 @@ class ClusterMember:
         # after it would take effect first, and this broker would name itself leader in Metadata
         # while still answering its produce requests NOT_LEADER_OR_FOLLOWER.
         self._control = asyncio.Lock()
+        # Requests this broker sends the controller as itself (controlled shutdown, topic creation on
+        # behalf of clients and of the group coordinator): over the inter-broker listener, with its
+        # TLS and SASL, as every broker-to-broker connection.
+        self._to_controller: ChannelPool | None = None
         self._electing = False
         self._stopping = False
 
@@ -154,6 +158,8 @@ class ClusterMember:
         if self.zk is None:
             return
         await self._controlled_shutdown()
+        if self._to_controller is not None:
+            self._to_controller.close()
         if self.shell is not None:
             await self.shell.stop()
             self.shell = None
@@ -170,17 +176,11 @@ class ClusterMember:
                     remaining = resp.remaining if resp is not None else ()
                     error = resp.error if resp is not None else ErrorCode.NOT_CONTROLLER
                 else:
-                    address = self.broker._broker_address(controller)
-                    if address is None:
+                    if self.broker._broker_address(controller) is None:
                         return
-                    ch = BrokerChannel(address[0], address[1], f"broker-{self.broker_id}-shutdown",
-                                       self.broker.authn.channel_security)
-                    try:
-                        req = ControlledShutdownRequest(version=3, broker_id=self.broker_id,
-                                                        broker_epoch=self.broker.broker_epoch)
-                        raw = await ch.request(req, 3, timeout_s=30)
-                    finally:
-                        ch.close()
+                    req = ControlledShutdownRequest(version=3, broker_id=self.broker_id,
+                                                    broker_epoch=self.broker.broker_epoch)
+                    raw = await self.send_to_controller(req, 3, timeout_s=30)
                     error, remaining = ErrorCode(raw.error_code), raw.remaining_partitions
                 if error == ErrorCode.NONE and not remaining:
                     log.info("controlled shutdown of broker %d: leadership moved", self.broker_id)
@@ -473,6 +473,18 @@ class ClusterMember:
         # answers None for events its shell does not count as requests (the reassignment ones among
         # them); the client must still get NOT_CONTROLLER, so that it asks the new controller.
         return result if result is not None else not_controller_response(event)
+
+    async def send_to_controller(self, request: Any, version: int, timeout_s: float = 30.0) -> Any:
+        """Send a request to the active controller as this broker; ChannelError when none is known
+        or it cannot be reached (the caller retries: a new controller is announced by UpdateMetadata)."""
+        controller = self.broker.image.controller_id
+        address = self.broker._broker_address(controller) if controller >= 0 else None
+        if address is None:
+            raise ChannelError("no controller known yet")
+        if self._to_controller is None:
+            self._to_controller = ChannelPool(self.broker.authn.channel_security)
+        ch = self._to_controller.get("controller", address[0], address[1], f"broker-{self.broker_id}-to-controller")
+        return await ch.request(request, version, timeout_s)
 
     def is_controller(self) -> bool:
         return self.shell is not None and self.shell.active

@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import CreateTopicsRequest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from headwater.controller import quota
@@ -40,7 +39,6 @@ from headwater.coordinator.records import OFFSETS_TOPIC, partition_for
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.records import iter_batches
-from headwater.server.channel import BrokerChannel, ChannelError
 from headwater.server.connection import current_connection
 from headwater.server.group_acl import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, GroupAcl, merge_results
 
@@ -52,7 +50,6 @@ log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 0.1
 WRITE_TIMEOUT_MS = 5000
 LOAD_READ_BYTES = 4 * 1024 * 1024
-CREATE_TOPICS_VERSION = 5
 # The peer of the request being handled (each request runs in its own task, so its own context):
 # members are described with the host they joined from, as Kafka shows it ("/127.0.0.1").
 CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
@@ -92,9 +89,7 @@ class GroupShell:
         self._led: dict[int, int] = {}  # offsets partitions this broker leads -> the load generation
         self._load_generation = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._create_lock = asyncio.Lock()
         self._ticker: asyncio.Task[None] | None = None
-        self._controller_channel: BrokerChannel | None = None
         broker.replicas.leadership_listeners.append(self._on_leadership)
 
     def handlers(self) -> dict[ApiKey, Callable[[Request], Any]]:
@@ -128,8 +123,6 @@ class GroupShell:
         for partition in list(self._led):
             del self._led[partition]
             self._apply(self.core.handle(ev.Unloaded(partition), _now_ms()))
-        if self._controller_channel is not None:
-            self._controller_channel.close()
 
     async def _tick_loop(self) -> None:
         while True:
@@ -257,7 +250,9 @@ class GroupShell:
     async def _coordinator_for(self, key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
         none = (-1, "", -1)
         if key_type == KEY_TYPE_TRANSACTION:
-            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported", none
+            # No transaction coordinator runs here: the coordinator is not available, which is what
+            # it is (an authorization code would send operators to their ACLs).
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "this cluster has no transaction coordinator", none
         if key_type != KEY_TYPE_GROUP:
             return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", none
         if not key:
@@ -281,47 +276,18 @@ class GroupShell:
         return ErrorCode.NONE, None, (leader.broker_id, *address)
 
     async def _create_offsets_topic(self) -> None:
-        async with self._create_lock:
-            image = self.broker.image
-            if OFFSETS_TOPIC in image.topics:
-                return
-            rf = max(1, min(self.replication_factor, len(image.brokers)))
-            configs = {"cleanup.policy": "compact"}
-            try:
-                if self.broker.cluster is None:
-                    rq = quota.RequestQuota(self.broker.quotas, "", "", False, _now_ms())
-                    await self.broker._create_topic(OFFSETS_TOPIC, self.config.num_partitions, rf, {}, configs, rq=rq)
-                else:
-                    await self._create_through_controller(rf, configs)
-                log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
-                         self.config.num_partitions, rf)
-            except KafkaError as exc:
-                if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    log.info("could not create %s yet: %s", OFFSETS_TOPIC, exc)
-
-    async def _create_through_controller(self, rf: int, configs: dict[str, str]) -> None:
-        """Any broker may be asked first; only the controller creates topics, so ask it as a client would."""
-        controller = self.broker.image.brokers.get(self.broker.image.controller_id)
-        if controller is None:
-            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller known yet")
-        ch = self._controller_channel
-        if ch is None or (ch.host, ch.port) != (controller.host, controller.port):
-            if ch is not None:
-                ch.close()
-            ch = self._controller_channel = BrokerChannel(controller.host, controller.port,
-                                                          f"broker-{self.broker.config.broker_id}-groups")
-        T = CreateTopicsRequest.CreatableTopic
-        Cfg = T.CreatableTopicConfig
-        req = CreateTopicsRequest(version=CREATE_TOPICS_VERSION, timeout_ms=10_000, validate_only=False, topics=[
-            T(name=OFFSETS_TOPIC, num_partitions=self.config.num_partitions, replication_factor=rf, assignments=[],
-              configs=[Cfg(name=k, value=v) for k, v in configs.items()])])
-        try:
-            resp = await ch.request(req, CREATE_TOPICS_VERSION)
-        except ChannelError as exc:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from None
-        result = resp.topics[0]
-        if result.error_code:
-            raise KafkaError(ErrorCode(result.error_code), result.error_message)
+        image = self.broker.image
+        if OFFSETS_TOPIC in image.topics:
+            return
+        rf = max(1, min(self.replication_factor, len(image.brokers)))
+        rq = quota.RequestQuota(self.broker.quotas, "", "", False, _now_ms())
+        code = await self.broker.topic_creator.create(OFFSETS_TOPIC, self.config.num_partitions, rf,
+                                                      {"cleanup.policy": "compact"}, rq)
+        if code == ErrorCode.NONE:
+            log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
+                     self.config.num_partitions, rf)
+        elif code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            log.info("could not create %s yet: %s", OFFSETS_TOPIC, code.name)
 
     # --- group membership ---------------------------------------------------------------------------------------
 
@@ -413,15 +379,20 @@ class GroupShell:
         if refused_group != ErrorCode.NONE:
             return ev.PartitionResults(refused_group, tuple((t, p, refused_group) for t, p in requested))
         allowed, refused = acl.split_partitions(requested)
-        if not allowed:  # nothing left to commit: the coordinator (and the group) is not touched
+        # A partition this broker does not know is UNKNOWN_TOPIC_OR_PARTITION, checked after the ACLs and
+        # before the coordinator (KafkaApis.handleOffsetCommitRequest): no offset is stored for it.
+        topics = self.broker.image.topics
+        unknown = [(t, p) for t, p in allowed if t not in topics or p not in topics[t].partitions]
+        kept = set(allowed) - set(unknown)
+        unknown_results = tuple((t, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for t, p in dict.fromkeys(unknown))
+        if not kept:  # nothing left to commit: the coordinator (and the group) is not touched
             return ev.PartitionResults(ErrorCode.NONE, merge_results(requested, refused,
-                                                                     ErrorCode.TOPIC_AUTHORIZATION_FAILED, ()))
-        kept = set(allowed)
+                                                                     ErrorCode.TOPIC_AUTHORIZATION_FAILED, unknown_results))
         result: ev.PartitionResults = await self._ask(lambda tok: ev.OffsetCommit(
             tok, b.group_id, b.generation_id_or_member_epoch, b.member_id, b.group_instance_id if v >= 7 else None,
             tuple(o for o in offsets if (o.topic, o.partition) in kept)))
         return ev.PartitionResults(result.error, merge_results(requested, refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                                               result.partitions))
+                                                               result.partitions + unknown_results))
 
     async def _fetch(self, acl: GroupAcl, group_id: str,
                      partitions: tuple[tuple[str, int], ...] | None) -> ev.OffsetFetchResult:

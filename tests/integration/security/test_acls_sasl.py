@@ -157,6 +157,9 @@ def test_alter_on_cluster_gates_reassignment(cluster: tuple[ZooKeeperProcess, di
 
     lines = [ln for ln in audit(brokers) if ln["api"] == "ALTER_PARTITION_REASSIGNMENTS"]
     assert any(ln["principal"] == "User:dev" and ln["outcome"] == "denied" and ln["error_code"] == 31 for ln in lines)
+    # The line names what was refused: ALTER on the cluster (docs/security.md, as AclAuthorizer logs it).
+    assert all({"type": "CLUSTER", "name": "kafka-cluster", "error_code": 31, "error": "CLUSTER_AUTHORIZATION_FAILED",
+                "operation": "ALTER"} in ln["resources"] for ln in lines if ln["outcome"] == "denied")
     assert any(ln["principal"] == "User:ops" and ln["outcome"] == "denied" for ln in lines)
     assert any(ln["principal"] == "User:ops" and ln["outcome"] == "allowed" for ln in lines)
     assert any(ln["api"] == "CREATE_ACLS" and ln["principal"] == "User:admin" for ln in audit(brokers))

@@ -147,6 +147,6 @@ def test_refused_reassignment_audit_names_cluster_alter(tmp_path: Path) -> None:
     authz.close()
     (line,) = [json.loads(x) for x in (tmp_path / "broker-1-audit.log").read_text().splitlines()]
     assert line["outcome"] == "denied" and line["error_code"] == 31
-    first = line["resources"][0]
-    assert (first["type"], first["name"], first["operation"], first["error_code"]) == ("CLUSTER", "kafka-cluster", "ALTER", 31)
-    assert [r["name"] for r in line["resources"][1:]] == ["r-0"]
+    assert [r["name"] for r in line["resources"]] == ["r-0", "kafka-cluster"]
+    refused = line["resources"][-1]
+    assert (refused["type"], refused["operation"], refused["error_code"]) == ("CLUSTER", "ALTER", 31)

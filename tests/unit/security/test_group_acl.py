@@ -270,6 +270,19 @@ def test_membership_and_find_coordinator_refused(broker: Broker) -> None:
     assert OFFSETS_TOPIC not in broker.image.topics  # a refused lookup does not create the offsets topic
 
 
+def test_transactional_lookups_allowed_say_the_coordinator_is_not_there(broker: Broker) -> None:
+    """With no transaction coordinator, a permitted FindCoordinator (key type 1) or InitProducerId
+    with a transactional id is COORDINATOR_NOT_AVAILABLE (15): Kafka answers it while it cannot
+    serve __transaction_state (TransactionCoordinator / KafkaApis.handleFindCoordinatorRequest), and
+    an authorization code would send operators to ACLs that are already right."""
+    resp = call(broker, broker.groups.find_coordinator, request(ApiKey.FIND_COORDINATOR, 3, "User:admin", key_type=1,
+                                                                key="tx"))
+    assert (resp.error_code, resp.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+    resp = call(broker, broker.init_producer_id, request(ApiKey.INIT_PRODUCER_ID, 4, "User:admin", transactional_id="tx",
+                                                         transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+    assert (resp.error_code, resp.producer_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+
+
 def test_describe_list_and_delete_groups(broker: Broker) -> None:
     resp = call(broker, broker.groups.describe_groups, request(ApiKey.DESCRIBE_GROUPS, 5, "User:c", groups=["g", "h"],
                                                                include_authorized_operations=True))
