@@ -112,6 +112,7 @@ from headwater.protocol.interbroker import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from headwater.protocol.strict import decode_body
 
 
 class ApiKey(IntEnum):
@@ -259,8 +260,10 @@ class Request:
 def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Decode a whole request frame body (without the size prefix).
 
-    Raises KafkaError(UNSUPPORTED_VERSION) for an unknown key or version, and ValueError (or a
-    subclass) for bytes that do not decode.
+    Raises KafkaError(UNSUPPORTED_VERSION) for an unknown key or version, and MalformedFrameError
+    (a ValueError) for bytes that are not a valid request of that version, decoded as strictly as
+    Kafka's own parser does (``protocol/strict.py``): a field that runs past the frame or a
+    non-nullable field sent as null. Bytes left over after the last field are ignored, as Kafka does.
     """
     view = memoryview(frame)
     key = int.from_bytes(view[0:2], "big", signed=True) if len(view) >= 2 else -1
@@ -269,10 +272,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     if spec is None or not spec.min_version <= version <= spec.max_version:
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"api key {key} version {version} is not supported")
     header = parse_request_header(view, spec.is_flexible(version))
-    try:
-        body = spec.request.decode(view[header.body_offset :], version=version)
-    except Exception as exc:  # the codec raises struct.error, IndexError, ValueError...: all mean malformed
-        raise ValueError(f"cannot decode {spec.key.name} v{version}: {exc}") from exc
+    body = decode_body(spec.request, version, view[header.body_offset :])
     return Request(spec, version, header.correlation_id, header.client_id, body)
 
 
