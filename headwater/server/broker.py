@@ -78,6 +78,13 @@ log = logging.getLogger(__name__)
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023
+# The first ListOffsets version that may carry each special timestamp (Kafka's
+# ListOffsetsRequest.timestampMinSupportedVersion); any other negative timestamp is unsupported.
+TIMESTAMP_MIN_VERSION = {LATEST_TIMESTAMP: 0, EARLIEST_TIMESTAMP: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8,
+                         LATEST_TIERED_TIMESTAMP: 9, EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11}
 # DescribeConfigs / AlterConfigs resource types
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -864,14 +871,19 @@ class Broker:
                 try:
                     if not describable:
                         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    if p.timestamp < 0 and req.version < TIMESTAMP_MIN_VERSION.get(p.timestamp, 1 << 15):
+                        # ReplicaManager.isListOffsetsTimestampUnsupported: checked before the leader.
+                        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
                     hosted = self._leader(t.name, p.partition_index, p.current_leader_epoch if req.version >= 4 else -1)
                     plog = hosted.plog
                     epoch = hosted.replica.leader_epoch
                     if p.timestamp == LATEST_TIMESTAMP:
                         # A follower resetting its fetch position needs the log end, a consumer the high watermark.
                         offset = plog.log_end_offset if req.body.replica_id >= 0 else plog.high_watermark
-                    elif p.timestamp == EARLIEST_TIMESTAMP:
-                        offset = plog.log_start_offset
+                    elif p.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                        offset = plog.log_start_offset  # without tiered storage the local log is the whole log
+                    elif p.timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+                        epoch = -1  # nothing tiered: Kafka's UnifiedLog answers offset -1, epoch -1
                     elif p.timestamp == MAX_TIMESTAMP:
                         offset, ts = plog.max_timestamp_offset()
                     else:
