@@ -8,12 +8,12 @@ SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # pytest-xdist is not used: tests start real brokers and bind ports, and 2 cores are already busy.
 PYTEST_ARGS ?= --durations=25
 
-.PHONY: demo test lint typecheck unit system venv bench chaos clean
+.PHONY: demo test lint typecheck unit system venv js bench chaos clean
 
 demo: system venv
 	$(PY) -m headwater demo
 
-test: system venv lint typecheck
+test: system venv js lint typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
@@ -38,10 +38,18 @@ system:
 	  $(SUDO) apt-get update -q && \
 	  $(SUDO) apt-get install -y -q $(APT_PACKAGES); \
 	fi
+	@if ! command -v npm >/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q nodejs npm; \
+	fi
 	@if ! python3.11 -c 'import venv, ensurepip' 2>/dev/null; then \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  $(SUDO) apt-get install -y -q python3 python3-venv python3-dev; \
 	fi
+
+# KafkaJS for the conformance tests, at the version package-lock.json pins.
+js: system
+	@if [ ! -d tests/js/node_modules/kafkajs ]; then npm ci --prefix tests/js --no-audit --no-fund; fi
 
 venv: $(STAMP)
 
@@ -61,4 +69,4 @@ bench: system venv
 	$(PY) benchmarks/datapath.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info
+	rm -rf tests/js/node_modules $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -9,6 +9,10 @@ Expected answers come from Apache Kafka's ZooKeeper-mode broker (3.9):
 - ``ZkAdminManager.createTopics``: a CreateTopics with ``timeout_ms`` <= 0 answers REQUEST_TIMED_OUT (7)
   for a topic it did create; otherwise ``DelayedCreatePartitions`` answers once every new partition
   has a leader in the receiving broker's metadata cache, so the topic is usable there at once.
+
+A fresh producer of each client library (confluent-kafka, kafka-python, kcat, KafkaJS) bootstrapped
+at a broker that is not the controller must deliver to a new topic; KafkaJS's broker pool retries a
+Metadata answer only on LEADER_NOT_AVAILABLE, so it fails on any other code for a topic being created.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+JS = Path(__file__).resolve().parents[2] / "js"  # KafkaJS, installed by `make test` (tests/js/package.json)
 NONE = 0
 LEADER_NOT_AVAILABLE = 5
 REQUEST_TIMED_OUT = 7
@@ -130,7 +135,12 @@ def test_fresh_producers_at_a_non_controller_deliver_to_new_topics(cluster: Loca
                              input=b"v\n", capture_output=True, timeout=DELIVERY_TIMEOUT_S + 10)
         assert out.returncode == 0, out.stderr.decode()
 
-    for send, name in ((confluent, "confluent"), (kafka_python, "kafka-python"), (kcat, "kcat")):
+    def kafkajs(topic: str) -> None:
+        out = subprocess.run(["node", str(JS / "produce_new_topic.js"), bootstrap, topic], capture_output=True,
+                             text=True, timeout=DELIVERY_TIMEOUT_S + 10)
+        assert out.returncode == 0, out.stderr
+
+    for send, name in ((confluent, "confluent"), (kafka_python, "kafka-python"), (kcat, "kcat"), (kafkajs, "kafkajs")):
         _deliver_20(send, name)
 
 
