@@ -7,8 +7,8 @@ principal among ``super.users``: ``User:broker`` with SASL, the certificate's su
 client authentication, ``User:ANONYMOUS`` over PLAINTEXT (docs.confluent.io and Kafka's security
 docs: a PLAINTEXT inter-broker listener authenticates nobody).
 
-In each: a fresh confluent-kafka group consumer bootstrapped at a broker that is not the controller
-subscribes to a new topic and reads every record a producer wrote, which needs ``__consumer_offsets``
+In each: a fresh confluent-kafka group consumer, then a kafka-python one, bootstrapped at a broker
+that is not the controller, subscribe to a new topic and read every record a producer wrote, which needs ``__consumer_offsets``
 (created on the first FindCoordinator, from whichever broker got it, with its configured replication
 factor); and a reassignment moves a replica, copying it over the inter-broker listener. In Kafka every
 broker-to-broker connection authenticates as the broker with the inter-broker settings
@@ -21,14 +21,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from cluster_support import wait_for
 from confluent_kafka import Consumer, Producer
+from kafka import KafkaConsumer
 from kafka.protocol.admin import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
 from kazoo.client import KazooClient
 from tls_material import TlsMaterial, make_tls_material
@@ -92,16 +94,6 @@ class SecuredCluster:
             client.close()
 
 
-def wait_for(cond: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}"
-        time.sleep(0.2)
-
-
 @pytest.fixture(params=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
 def secured(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SecuredCluster]:
     inter_broker: str = request.param
@@ -154,9 +146,10 @@ def test_group_consumer_and_reassignment_on_a_secured_cluster(secured: SecuredCl
     topic, group = f"orders-{uuid.uuid4().hex[:6]}", f"billing-{uuid.uuid4().hex[:6]}"
     c.headwater("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", topic, "--partitions", "3",
                 "--replication-factor", "3")
+    kp_group = group + "-kafka-python"
     for args in (("--operation", "Write", "--operation", "Describe", "--topic", topic),
                  ("--operation", "Read", "--operation", "Describe", "--topic", topic),
-                 ("--operation", "Read", "--group", group)):
+                 ("--operation", "Read", "--group", group), ("--operation", "Read", "--group", kp_group)):
         c.headwater("acls", "--bootstrap-server", c.bootstrap, "--add", "--allow-principal", f"User:{USER}", *args)
 
     controller = c.controller_id()
@@ -187,6 +180,21 @@ def test_group_consumer_and_reassignment_on_a_secured_cluster(secured: SecuredCl
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
+
+    # kafka-python's group consumer, bootstrapped at the same broker, reads them all too.
+    kp = KafkaConsumer(topic, bootstrap_servers=c.client_address(other), group_id=kp_group,
+                       auto_offset_reset="earliest", consumer_timeout_ms=30_000, security_protocol="SASL_SSL",
+                       sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=USER, sasl_plain_password=PASSWORD,
+                       ssl_cafile=str(c.tls.ca))
+    try:
+        read = set()
+        for m in kp:
+            read.add(bytes(m.value))
+            if len(read) == MESSAGES:
+                break
+        assert read == {f"m{i}".encode() for i in range(MESSAGES)}, f"kafka-python read {len(read)} of {MESSAGES}"
+    finally:
+        kp.close()
 
     # A reassignment copies a replica over the inter-broker listener and completes.
     moved = f"moved-{uuid.uuid4().hex[:6]}"
