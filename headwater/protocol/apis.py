@@ -59,6 +59,7 @@ from kafka.protocol.admin.groups import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
+from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -159,6 +160,7 @@ class ApiKey(IntEnum):
     ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,9 +183,9 @@ API_SPECS: dict[int, ApiSpec] = {
     s.key: s
     for s in (
         _spec(ApiKey.PRODUCE, 3, 11, ProduceRequest, ProduceResponse),
-        _spec(ApiKey.FETCH, 4, 16, FetchRequest, FetchResponse),
+        _spec(ApiKey.FETCH, 4, 17, FetchRequest, FetchResponse),
         _spec(ApiKey.LIST_OFFSETS, 1, 11, ListOffsetsRequest, ListOffsetsResponse),
-        _spec(ApiKey.METADATA, 0, 12, MetadataRequest, MetadataResponse),
+        _spec(ApiKey.METADATA, 0, 13, MetadataRequest, MetadataResponse),
         _spec(ApiKey.DELETE_RECORDS, 0, 2, DeleteRecordsRequest, DeleteRecordsResponse),
         _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdRequest, InitProducerIdResponse),
         _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
@@ -195,16 +197,18 @@ API_SPECS: dict[int, ApiSpec] = {
         _spec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, DescribeLogDirsRequest, DescribeLogDirsResponse),
         _spec(ApiKey.CREATE_PARTITIONS, 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
         _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
-        _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, DescribeClusterRequest, DescribeClusterResponse),
+        _spec(ApiKey.DESCRIBE_CLUSTER, 0, 2, DescribeClusterRequest, DescribeClusterResponse),
+        _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
         _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, AlterPartitionReassignmentsRequest,
               AlterPartitionReassignmentsResponse),
         _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, ListPartitionReassignmentsRequest,
               ListPartitionReassignmentsResponse),
         _spec(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, DescribeClientQuotasRequest, DescribeClientQuotasResponse),
         _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, AlterClientQuotasRequest, AlterClientQuotasResponse),
-        # Consumer groups. FindCoordinator stops at v4 (v5+ are for transactions and share groups),
-        # OffsetCommit / OffsetFetch below v10 (topic ids only).
-        _spec(ApiKey.FIND_COORDINATOR, 0, 4, FindCoordinatorRequest, FindCoordinatorResponse),
+        # Consumer groups. FindCoordinator v5 and v6 only add error codes (TRANSACTION_ABORTABLE) and a
+        # key type (share groups, answered INVALID_REQUEST like any key type not served here);
+        # OffsetCommit / OffsetFetch stop below v10 (topic ids only).
+        _spec(ApiKey.FIND_COORDINATOR, 0, 6, FindCoordinatorRequest, FindCoordinatorResponse),
         _spec(ApiKey.JOIN_GROUP, 0, 9, JoinGroupRequest, JoinGroupResponse),
         _spec(ApiKey.SYNC_GROUP, 0, 5, SyncGroupRequest, SyncGroupResponse),
         _spec(ApiKey.HEARTBEAT, 0, 4, HeartbeatRequest, HeartbeatResponse),

@@ -26,7 +26,7 @@ _TAG_EPOCH_END = struct.Struct(">iq")
 _TAG_LEADER = struct.Struct(">ii")
 
 MIN_VERSION = 4
-MAX_VERSION = 16
+MAX_VERSION = 17  # v17 changes only the request (a follower's directory id, KIP-853)
 FLEXIBLE_FROM = 12
 TOPIC_ID_FROM = 13
 

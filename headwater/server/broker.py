@@ -66,6 +66,7 @@ from headwater.server.cluster import ClusterMember
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import Connection, Reply, current_connection, serve_connection_factory
 from headwater.server.controller_shell import ControllerShell
+from headwater.server.describe_topics import describe_page
 from headwater.server.groups import CLIENT_HOST, GroupShell
 from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
 from headwater.server.replica_manager import Hosted, ReplicaManager
@@ -78,6 +79,7 @@ log = logging.getLogger(__name__)
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+ENDPOINT_TYPE_BROKER, ENDPOINT_TYPE_CONTROLLER = 1, 2  # DescribeCluster v1+ (KIP-919)
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405
 LATEST_TIERED_TIMESTAMP = -5  # KIP-1005
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023
@@ -155,6 +157,7 @@ class Broker:
         self.fetch_sessions = SessionCache(int(config.props.get("max.incremental.fetch.session.cache.slots",
                                                                 MAX_SESSIONS)))
         self._producer_ids = (0, 0)  # [next, end) of the block this broker owns
+        self.consumer_fetch_bytes: dict[str, int] = {}  # client id -> record bytes served to consumers
         self._stopping = asyncio.Event()
         self._halt = asyncio.Event()  # set when the broker cannot go on (every log dir offline)
         self._dir_failures: asyncio.Task[None] | None = None
@@ -173,6 +176,7 @@ class Broker:
             ApiKey.ALTER_CONFIGS: self.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.describe_topic_partitions,
             ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
             ApiKey.DELETE_RECORDS: self.delete_records,
             ApiKey.DESCRIBE_CLIENT_QUOTAS: self.describe_client_quotas,
@@ -349,6 +353,7 @@ class Broker:
             gc=metrics.GcFigures(tuple(gc_policy.CLOCK.collections), tuple(gc_policy.CLOCK.seconds),
                                  tuple(gc_policy.CLOCK.longest_s)),
             fetch_sessions=len(self.fetch_sessions),
+            consumer_fetch_bytes=dict(self.consumer_fetch_bytes),
         )
 
     async def stop(self) -> None:
@@ -587,6 +592,14 @@ class Broker:
         )
 
     def describe_cluster(self, req: Request) -> Any:
+        if req.version >= 1 and req.body.endpoint_type != ENDPOINT_TYPE_BROKER:
+            # A broker answers only for brokers (KIP-919; Kafka's AuthHelper.computeDescribeClusterResponse).
+            known = req.body.endpoint_type == ENDPOINT_TYPE_CONTROLLER
+            return req.response(
+                throttle_time_ms=0, cluster_id=self.image.cluster_id, controller_id=-1, brokers=[],
+                error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE if known else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                error_message=("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+                               "type CONTROLLER" if known else f"Unsupported endpoint type {req.body.endpoint_type}"))
         brokers = [
             req.spec.response.DescribeClusterBroker(broker_id=b.broker_id, host=host, port=port, rack=b.rack)
             for b, host, port in self._client_brokers()
@@ -603,6 +616,49 @@ class Broker:
             brokers=brokers,
             **cluster_ops,
         )
+
+    def describe_topic_partitions(self, req: Request) -> Any:
+        """DescribeTopicPartitions (what the Java admin client's describeTopics uses since Kafka 3.8),
+        as Kafka's DescribeTopicPartitionsRequestHandler answers it; the paging is describe_page's."""
+        body = req.body
+        T = req.spec.response.DescribeTopicPartitionsResponseTopic
+        P = T.DescribeTopicPartitionsResponsePartition
+        all_topics = not body.topics
+        cursor = (body.cursor.topic_name, body.cursor.partition_index) if body.cursor is not None else None
+        start = cursor[0] if cursor is not None else ""
+        names = [n for n in dict.fromkeys(sorted(self.image.topics) if all_topics else [t.name for t in body.topics])
+                 if n >= start]
+        if cursor is not None and ((not all_topics and cursor[0] not in names) or cursor[1] < 0):
+            # The cursor must name a requested topic and a real partition: the whole request is invalid.
+            return req.response(throttle_time_ms=0, next_cursor=None, topics=[
+                T(error_code=ErrorCode.INVALID_REQUEST, name=t.name, topic_id=uuid.UUID(int=0), is_internal=False,
+                  partitions=[]) for t in body.topics])
+        # Topics the principal may not describe: refused by name when named, silently left out otherwise.
+        allowed = [n for n in names if self.authz.topic(req, AclOperation.DESCRIBE, n, note=not all_topics)]
+        refused = [] if all_topics else [n for n in names if n not in set(allowed)]
+        limit = max(min(self.config.max_request_partition_size_limit, body.response_partition_limit), 1)
+        page = describe_page(self.image, allowed, cursor, limit, all_topics)
+        topics = []
+        for t in page.topics:
+            found = self.image.topics.get(t.name)
+            topics.append(T(
+                error_code=t.error, name=t.name, topic_id=found.topic_id if found is not None else uuid.UUID(int=0),
+                is_internal=t.name == OFFSETS_TOPIC,
+                # Kafka's 32-bit field of operation codes (Utils.to32BitField); the schema types it int32 here.
+                topic_authorized_operations=sum(1 << op for op in self.authz.authorized_operations(
+                    req, ResourceType.TOPIC, t.name)),
+                partitions=[P(error_code=0, partition_index=p, leader_id=s.leader if s.leader in self.image.brokers else -1,
+                              leader_epoch=s.leader_epoch, replica_nodes=list(s.replicas), isr_nodes=list(s.isr),
+                              eligible_leader_replicas=None, last_known_elr=None,
+                              offline_replicas=[r for r in s.replicas
+                                                if r not in self.image.brokers or r in s.offline_replicas])
+                            for p, s in t.partitions]))
+        topics += [T(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n, topic_id=uuid.UUID(int=0), is_internal=False,
+                     partitions=[]) for n in refused]
+        next_cursor = None
+        if page.next_cursor is not None:
+            next_cursor = req.spec.response.Cursor(topic_name=page.next_cursor[0], partition_index=page.next_cursor[1])
+        return req.response(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
     # --- Produce ----------------------------------------------------------------------------------
 
@@ -693,6 +749,7 @@ class Broker:
         is_follower = replica_id >= 0
         budget = body.max_bytes if req.version >= 3 else 2**31 - 1
         total = 0
+        consumer_bytes = 0
         topics: list[FetchTopicData] = []
         for ft in body.topics if wanted is None else wanted:
             if req.version >= 13:
@@ -737,15 +794,22 @@ class Broker:
                             self.replicas.record_leader_bytes(name, fp.partition, decision.in_sync, result.size_bytes,
                                                               replica_id)
                     else:
-                        hosted = self._leader(name, fp.partition, current_epoch)
+                        hosted = self._consumer_replica(req, name, fp.partition, current_epoch)
                         plog = hosted.plog
+                        # A follower's is the high watermark the leader last told it: it serves up to that.
                         hw = plog.high_watermark
                         data.high_watermark = hw
                         data.last_stable_offset = hw
                         data.log_start_offset = plog.log_start_offset
-                        result = plog.read(fp.fetch_offset, limit, max_offset=hw, min_one_batch=total == 0)
-                        data.records = result.slices
-                        total += result.size_bytes
+                        preferred = self._preferred_read_replica(req, hosted, fp.fetch_offset)
+                        if preferred is not None:
+                            # Read elsewhere: no records here (ReplicaManager.readFromLog skips the read).
+                            data.preferred_read_replica = preferred
+                        else:
+                            result = plog.read(fp.fetch_offset, limit, max_offset=hw, min_one_batch=total == 0)
+                            data.records = result.slices
+                            total += result.size_bytes
+                            consumer_bytes += result.size_bytes
                 except KafkaError as exc:
                     data.error_code = exc.code
                 if data.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and image_topic:
@@ -754,7 +818,45 @@ class Broker:
                         data.current_leader = (state.leader, state.leader_epoch)
                 out.partitions.append(data)
             topics.append(out)
+        if consumer_bytes:
+            client = req.client_id or ""
+            self.consumer_fetch_bytes[client] = self.consumer_fetch_bytes.get(client, 0) + consumer_bytes
         return topics, total
+
+    def _consumer_replica(self, req: Request, topic: str, partition: int, current_epoch: int) -> Hosted:
+        """The replica a consumer's fetch reads: the leader's, or from Fetch v11 on (which carries the
+        client's metadata) a follower's too, as Kafka serves it (FetchParams.fetchOnlyLeader is only
+        for followers and consumers without client metadata, KIP-392)."""
+        if req.version >= 11:
+            hosted = self.replicas.hosted(topic, partition)
+            if hosted is not None and not hosted.replica.is_leader:
+                error = hosted.replica.check_leader_epoch(current_epoch, require_leader=False)
+                if error != ErrorCode.NONE:
+                    raise KafkaError(error)
+                return hosted
+        return self._leader(topic, partition, current_epoch)
+
+    def _preferred_read_replica(self, req: Request, hosted: Hosted, fetch_offset: int) -> int | None:
+        """Where a consumer in another rack than this leader should read (KIP-392,
+        RackAwareReplicaSelector): an in-sync replica in the client's rack that holds ``fetch_offset``,
+        the most caught up; None to read here (no selector, not the leader, no rack, the leader's
+        own rack, or no such replica)."""
+        rack = req.body.rack_id if req.version >= 11 else ""
+        if not (self.config.rack_aware_reads and rack and hosted.replica.is_leader):
+            return None
+        if self.config.rack == rack:
+            return None  # the leader is in the client's rack: it stays the choice
+        replica = hosted.replica
+        candidates = []
+        for broker_id in replica.isr:
+            info = self.image.brokers.get(broker_id)
+            progress = replica.progress(broker_id)
+            if broker_id == self.config.broker_id or info is None or info.rack != rack or progress is None:
+                continue
+            if progress.log_start_offset <= fetch_offset <= progress.log_end_offset:
+                caught_up = progress.last_caught_up_time_ms or 0
+                candidates.append((progress.log_end_offset, caught_up, broker_id))
+        return max(candidates)[2] if candidates else None
 
     async def fetch(self, req: Request) -> list[Any]:
         body = req.body
@@ -788,7 +890,7 @@ class Broker:
         body = req.body
         topics, total = self._read_fetch(req, refused, wanted)
         if total < body.min_bytes and body.max_wait_ms > 0 and not any(
-            p.error_code or p.diverging_epoch for t in topics for p in t.partitions
+            p.error_code or p.diverging_epoch or p.preferred_read_replica >= 0 for t in topics for p in t.partitions
         ) and await self._wait_for_data(topics, body.max_wait_ms / 1000.0):
             topics, _total = self._read_fetch(req, refused, wanted)
         return topics

@@ -48,6 +48,10 @@ class BrokerConfig:
     rack: str | None
     delete_topic_enable: bool
     inter_broker_listener: str = "PLAINTEXT"
+    max_request_partition_size_limit: int = 2000  # DescribeTopicPartitions' page size cap (Kafka's default)
+    # replica.selector.class is Kafka's RackAwareReplicaSelector: consumers read from a replica in
+    # their rack (KIP-392). Off by default, as in Kafka.
+    rack_aware_reads: bool = False
 
     @property
     def advertised_listener(self) -> Listener:
@@ -187,7 +191,19 @@ def broker_config(props: dict[str, str]) -> BrokerConfig:
         rack=props.get("broker.rack"),
         delete_topic_enable=_bool(props, "delete.topic.enable", True),
         inter_broker_listener=_inter_broker_listener(props, listeners, protocols),
+        max_request_partition_size_limit=_int(props, "max.request.partition.size.limit", 2000),
+        rack_aware_reads=_replica_selector(props),
     )
+
+
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(props: dict[str, str]) -> bool:
+    value = props.get("replica.selector.class", "").strip()
+    if value and value != RACK_AWARE_SELECTOR:
+        raise ConfigError(f"replica.selector.class={value}: the selector available is {RACK_AWARE_SELECTOR}")
+    return bool(value)
 
 
 def load_config(path: Path, overrides: dict[str, str] | None = None) -> BrokerConfig:

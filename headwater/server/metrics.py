@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from headwater.replication.progress import MoveProgress, summarize
@@ -60,13 +60,14 @@ class Snapshot:
     cleaner: CleanerFigures = field(default_factory=CleanerFigures)
     gc: GcFigures = field(default_factory=GcFigures)
     fetch_sessions: int = 0
+    consumer_fetch_bytes: dict[str, int] = field(default_factory=dict)  # client id -> bytes served
 
 
 class BrokerCollector(Collector):
     def __init__(self) -> None:
         self.snapshot: Snapshot | None = None
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         snap = self.snapshot
         if snap is None:
             return
@@ -96,6 +97,12 @@ class BrokerCollector(Collector):
         for (topic, partition), offset in sorted(snap.log_end_offsets.items()):
             leo.add_metric([broker, topic, str(partition)], offset)
         yield leo
+        served = CounterMetricFamily("headwater_consumer_fetch_bytes", "Record bytes this broker served to each "
+                                     "consumer client id (a follower serving a consumer in its rack counts here)",
+                                     labels=["broker", "client_id"])
+        for client, size in sorted(snap.consumer_fetch_bytes.items()):
+            served.add_metric([broker, client], size)
+        yield served
         yield from _reassignment(broker, snap.reassignment_moves)
         yield from _cleaner(broker, snap.cleaner)
         yield from _gc(broker, snap.gc)

@@ -733,7 +733,9 @@ class ReplicaManager:
                 plog.append_as_follower(whole)
                 appended = len(whole)
             update = fetcher.on_appended(plog.log_end_offset, plog.latest_epoch())
-            plog.high_watermark = update.high_watermark
+            if update.high_watermark != plog.high_watermark:
+                plog.high_watermark = update.high_watermark
+                self._wake(h.replica.topic, h.replica.partition)  # a consumer reading this follower (KIP-392)
             if update.advance_log_start_to is not None and update.advance_log_start_to > plog.log_start_offset:
                 plog.delete_records_before(update.advance_log_start_to)
         elif isinstance(action, Truncate):

@@ -42,7 +42,7 @@ partition_strategy = st.builds(
 
 
 @given(
-    version=st.integers(4, 16),
+    version=st.integers(4, 17),
     correlation_id=st.integers(-(2**31), 2**31 - 1),
     topics=st.lists(
         st.builds(FetchTopicData, name=st.text(min_size=1, max_size=20), topic_id=st.uuids(),
@@ -96,4 +96,4 @@ def test_records_stay_separate_parts() -> None:
 
 def test_rejects_unknown_version() -> None:
     with pytest.raises(ValueError):
-        encode_fetch_response(17, 1, [])
+        encode_fetch_response(18, 1, [])
