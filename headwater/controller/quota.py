@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from headwater.protocol.errors import ErrorCode, KafkaError
+
 QUOTA_KEY = "controller_mutation_rate"
 DEFAULT_ENTITY = None  # the <default> entity of a type
 DEFAULT_WINDOWS = 11
@@ -218,6 +220,28 @@ def entity_components(entity: Entity) -> list[tuple[str, str | None]]:
     if client != ABSENT:
         out.append((CLIENT_ID, client))
     return out
+
+
+IP = "ip"  # a filter may name it; this broker keeps no IP quotas
+
+
+def check_filter(filters: list[tuple[str, int, str | None]]) -> None:
+    """Refuse a DescribeClientQuotas filter as ZkAdminManager.describeClientQuotas does."""
+    seen: set[str] = set()
+    for entity_type, match_type, _match in filters:
+        if entity_type == "":
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected empty filter component entity type")
+        if entity_type not in (USER, CLIENT_ID, IP):
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"Custom entity type '{entity_type}' not supported")
+        if entity_type in seen:
+            name = {USER: "user", CLIENT_ID: "client", IP: "ip"}[entity_type]
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Duplicate {name} filter component entity type")
+        if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown match type {match_type}")
+        seen.add(entity_type)
+    if IP in seen and seen & {USER, CLIENT_ID}:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination, IP filter component "
+                                                    "should not be used with user or clientId filter component.")
 
 
 def entity_matches(entity: Entity, filters: list[tuple[str, int, str | None]], strict: bool) -> bool:

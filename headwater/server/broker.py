@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import time
@@ -79,6 +80,7 @@ log = logging.getLogger(__name__)
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")  # ApiVersions v3+ (KIP-511)
 ENDPOINT_TYPE_BROKER, ENDPOINT_TYPE_CONTROLLER = 1, 2  # DescribeCluster v1+ (KIP-919)
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405
 LATEST_TIERED_TIMESTAMP = -5  # KIP-1005
@@ -494,6 +496,11 @@ class Broker:
     # --- ApiVersions, Metadata, DescribeCluster ---------------------------------------------------
 
     def api_versions(self, req: Request) -> Any:
+        body = req.body
+        if req.version >= 3 and not (SOFTWARE_NAME.fullmatch(body.client_software_name or "")
+                                     and SOFTWARE_NAME.fullmatch(body.client_software_version or "")):
+            # ApiVersionsRequest.isValid: KIP-511's names are refused, with no versions listed.
+            return req.response(error_code=ErrorCode.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)
         return req.response(
             error_code=0,
             api_keys=advertised_versions(req.spec.response),
@@ -1505,7 +1512,12 @@ class Broker:
         filters = [(c.entity_type, c.match_type, c.match) for c in req.body.components]
         entries = []
         try:
-            for path, values in sorted(self.quota_configs.items()):
+            quota.check_filter(filters)
+        except KafkaError as exc:
+            return req.response(throttle_time_ms=0, error_code=exc.code, error_message=exc.message, entries=None)
+        by_ip = any(f[0] == quota.IP for f in filters)
+        try:
+            for path, values in sorted(self.quota_configs.items()) if not by_ip else ():
                 entity = quota.parse_entity_path(path)
                 if not values or not quota.entity_matches(entity, filters, req.body.strict):
                     continue

@@ -236,7 +236,7 @@ def test_random_and_mutated_frames(fuzz_broker: BrokerProcess, steady_producer: 
 
 @pytest.mark.parametrize(
     ("key", "version"),
-    [(9999, 0), (-1, 0), (32767, 0), (-32768, 3), (0, 2), (0, 13), (1, 17), (3, 13), (2, 0), (19, 1)],
+    [(9999, 0), (-1, 0), (32767, 0), (-32768, 3), (0, 2), (0, 13), (1, 18), (3, 14), (2, 0), (19, 1)],
 )
 def test_unknown_key_or_unsupported_version_closes_only_that_connection(
     broker: BrokerProcess, key: int, version: int
