@@ -275,17 +275,20 @@ class GroupShell:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator has no endpoint on this listener", none
         return ErrorCode.NONE, None, (leader.broker_id, *address)
 
+    def offsets_topic_spec(self) -> tuple[int, int, dict[str, str]]:
+        """(partitions, replication factor, configs) of ``__consumer_offsets``: offsets.topic.* with the
+        replication factor capped to the live brokers, compacted, however its creation was asked for."""
+        rf = max(1, min(self.replication_factor, len(self.broker.image.brokers)))
+        return self.config.num_partitions, rf, {"cleanup.policy": "compact"}
+
     async def _create_offsets_topic(self) -> None:
-        image = self.broker.image
-        if OFFSETS_TOPIC in image.topics:
+        if OFFSETS_TOPIC in self.broker.image.topics:
             return
-        rf = max(1, min(self.replication_factor, len(image.brokers)))
+        partitions, rf, configs = self.offsets_topic_spec()
         rq = quota.RequestQuota(self.broker.quotas, "", "", False, _now_ms())
-        code = await self.broker.topic_creator.create(OFFSETS_TOPIC, self.config.num_partitions, rf,
-                                                      {"cleanup.policy": "compact"}, rq)
+        code = await self.broker.topic_creator.create(OFFSETS_TOPIC, partitions, rf, configs, rq)
         if code == ErrorCode.NONE:
-            log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
-                     self.config.num_partitions, rf)
+            log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, partitions, rf)
         elif code != ErrorCode.TOPIC_ALREADY_EXISTS:
             log.info("could not create %s yet: %s", OFFSETS_TOPIC, code.name)
 

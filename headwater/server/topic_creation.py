@@ -19,6 +19,7 @@ from kafka.protocol.admin import CreateTopicsRequest
 
 from headwater.controller import quota
 from headwater.controller.topics import validate_topic_name
+from headwater.coordinator.records import OFFSETS_TOPIC
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.server.channel import ChannelError
 
@@ -44,8 +45,14 @@ class TopicCreator:
     async def auto_create(self, names: list[str], rq: quota.RequestQuota) -> dict[str, ErrorCode]:
         """Create the topics a Metadata request named and found missing; the error code each gets in
         the response (LEADER_NOT_AVAILABLE while it is being created, or why it cannot be)."""
-        codes = await asyncio.gather(*(self.create(n, -1, -1, {}, rq) for n in names))
+        codes = await asyncio.gather(*(self.create(n, *self._spec(n), rq) for n in names))
         return {n: ErrorCode.LEADER_NOT_AVAILABLE if c in _BEING_CREATED else c for n, c in zip(names, codes, strict=True)}
+
+    def _spec(self, name: str) -> tuple[int, int, dict[str, str]]:
+        # An internal topic named in Metadata gets its own settings, as Kafka's creatableTopic gives them.
+        if name == OFFSETS_TOPIC:
+            return self._broker.groups.offsets_topic_spec()
+        return -1, -1, {}
 
     async def create(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
                      rq: quota.RequestQuota) -> ErrorCode:

@@ -174,3 +174,17 @@ def test_create_topics_with_no_timeout_answers_request_timed_out(cluster: LocalC
     assert (t.name, t.error_code, t.num_partitions) == (topic, REQUEST_TIMED_OUT, -1)
     # Created all the same.
     wait_for(lambda: metadata(controller, topic, allow=False)[0] == NONE, 20, f"{topic} to exist")
+
+
+def test_metadata_naming_the_offsets_topic_creates_it_as_the_coordinator_would(cluster: LocalCluster) -> None:
+    """AutoTopicCreationManager.creatableTopic gives __consumer_offsets offsets.topic.num.partitions
+    (50), offsets.topic.replication.factor (3) and the group coordinator's configs (compacted), not
+    num.partitions and default.replication.factor."""
+    (broker_id, *_rest) = non_controllers(cluster)
+    code, _leaders = metadata(cluster.brokers[broker_id].bootstrap, "__consumer_offsets")
+    assert code in (LEADER_NOT_AVAILABLE, NONE)
+    found = wait_for(lambda: cluster.zk_json("/brokers/topics/__consumer_offsets"), 20, "the offsets topic")
+    partitions = found[0]["partitions"]
+    assert len(partitions) == 50 and {len(r) for r in partitions.values()} == {3}
+    configs = wait_for(lambda: cluster.zk_json("/config/topics/__consumer_offsets"), 20, "its configs")
+    assert configs[0]["config"].get("cleanup.policy") == "compact"
