@@ -35,13 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrat
 from cluster_support import LocalCluster, start_cluster
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fetch_sessions import cpu_seconds
+
 VALUE_BYTES = 1024
 SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def load(cluster: LocalCluster, topic: str, count: int) -> None:

@@ -642,7 +642,8 @@ class Broker:
                   partitions=[]) for t in body.topics])
         # Topics the principal may not describe: refused by name when named, silently left out otherwise.
         allowed = [n for n in names if self.authz.topic(req, AclOperation.DESCRIBE, n, note=not all_topics)]
-        refused = [] if all_topics else [n for n in names if n not in set(allowed)]
+        permitted = set(allowed)
+        refused = [] if all_topics else [n for n in names if n not in permitted]
         limit = max(min(self.config.max_request_partition_size_limit, body.response_partition_limit), 1)
         page = describe_page(self.image, allowed, cursor, limit, all_topics)
         topics = []

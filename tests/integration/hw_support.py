@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -233,6 +234,18 @@ def watermarks(bootstrap: str, topic: str, partitions: Iterable[int]) -> dict[in
 
 class ConnectionClosed(Exception):
     pass
+
+
+def size_prefixed(body: bytes) -> bytes:
+    """A request body as one Kafka frame: the 4-byte size, then the bytes."""
+    return struct.pack(">i", len(body)) + body
+
+
+def api_versions_probe(correlation_id: int) -> bytes:
+    """A framed ApiVersions v0 with ``correlation_id``: answered unless the connection was closed first."""
+    req = ApiVersionsRequest(version=0)
+    req.with_header(correlation_id=correlation_id, client_id="probe")
+    return bytes(req.encode(header=True, framed=True))
 
 
 class RawConnection:

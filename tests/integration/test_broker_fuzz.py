@@ -24,10 +24,12 @@ import pytest
 from hw_support import (
     ConnectionClosed,
     RawConnection,
+    api_versions_probe,
     build_batch,
     consume_partitions,
     create_topic,
     produce_request,
+    size_prefixed,
     wait_until,
 )
 from hypothesis import HealthCheck, given, settings
@@ -119,21 +121,11 @@ def assert_broker_healthy(broker: BrokerProcess) -> None:
         assert [b.node_id for b in md.brokers] == [1]
 
 
-def frame(body: bytes) -> bytes:
-    return struct.pack(">i", len(body)) + body
-
-
-def probe_frame() -> bytes:
-    req = ApiVersionsRequest(version=0)
-    req.with_header(correlation_id=PROBE_CID, client_id="probe")
-    return bytes(req.encode(header=True, framed=True))
-
-
 def send_and_judge(broker: BrokerProcess, payload: bytes) -> str:
     """Send ``payload`` then a probe; 'answered' when the probe is answered, 'closed' when the broker closes."""
     with RawConnection(broker.bootstrap, timeout_s=OUTCOME_TIMEOUT_S) as conn:
         try:
-            conn.send_bytes(payload + probe_frame())
+            conn.send_bytes(payload + api_versions_probe(PROBE_CID))
         except (BrokenPipeError, ConnectionResetError):
             return "closed"
         deadline = time.monotonic() + OUTCOME_TIMEOUT_S
@@ -218,14 +210,14 @@ def test_random_and_mutated_frames(fuzz_broker: BrokerProcess, steady_producer: 
     topic = create_topic(fuzz_broker.bootstrap, topic_name("fuzz"), partitions=1)
     seeds = seed_frames(topic)
     for seed in seeds:  # every seed itself is answered
-        assert send_and_judge(fuzz_broker, frame(seed)) == "answered", seed[:16]
+        assert send_and_judge(fuzz_broker, size_prefixed(seed)) == "answered", seed[:16]
     outcomes: dict[str, int] = {"answered": 0, "closed": 0}
 
     @settings(max_examples=600, deadline=None, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(body=hostile_frame(seeds))
     def run(body: bytes) -> None:
-        outcomes[send_and_judge(fuzz_broker, frame(body))] += 1
+        outcomes[send_and_judge(fuzz_broker, size_prefixed(body))] += 1
         assert_broker_healthy(fuzz_broker)
 
     run()
@@ -243,7 +235,7 @@ def test_unknown_key_or_unsupported_version_closes_only_that_connection(
 ) -> None:
     body = struct.pack(">hhi", key, version, 42) + struct.pack(">h", 4) + b"fuzz" + b"\x00" * 16
     with RawConnection(broker.bootstrap) as bystander:
-        assert send_and_judge(broker, frame(body)) == "closed"
+        assert send_and_judge(broker, size_prefixed(body)) == "closed"
         # An unrelated connection opened before is untouched.
         resp = bystander.request(ApiVersionsRequest(version=0), ApiVersionsResponse, 0)
         assert resp.error_code == 0
@@ -284,7 +276,7 @@ def test_oversized_or_negative_frame_size_closes_connection(fuzz_broker: BrokerP
 
 def test_short_frames_close_connection(fuzz_broker: BrokerProcess) -> None:
     for body in [b"", b"\x00", b"\x00\x12", b"\x00\x12\x00\x03", b"\x00\x12\x00\x00\x00\x00\x00"]:
-        assert send_and_judge(fuzz_broker, frame(body)) == "closed", body
+        assert send_and_judge(fuzz_broker, size_prefixed(body)) == "closed", body
     assert_broker_healthy(fuzz_broker)
 
 
@@ -298,11 +290,11 @@ def test_half_sent_frames_do_not_block_others(fuzz_broker: BrokerProcess, steady
             s = socket.create_connection(("127.0.0.1", fuzz_broker.port), timeout=OUTCOME_TIMEOUT_S)
             stalled.append(s)
             if i % 3 == 0:
-                s.sendall(frame(seed)[: 2 + i % 7])  # inside the size prefix or the header
+                s.sendall(size_prefixed(seed)[: 2 + i % 7])  # inside the size prefix or the header
             elif i % 3 == 1:
                 s.sendall(struct.pack(">i", 512 * 1024) + b"\x00\x00\x00\x09" + b"\x00" * 1000)  # a large frame, begun
             else:
-                s.sendall(frame(seed)[:-1])  # all but the last byte
+                s.sendall(size_prefixed(seed)[:-1])  # all but the last byte
         assert_broker_healthy(fuzz_broker)
         sent_before = steady_producer.sent
         deadline = time.monotonic() + OUTCOME_TIMEOUT_S

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hw_support import RawConnection
+from hw_support import RawConnection, api_versions_probe, size_prefixed
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from secure_broker import SecureBroker, start_secure_broker
@@ -75,16 +75,6 @@ def sb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
         yield s
     finally:
         _stop(s.broker)
-
-
-def size_prefixed(body: bytes) -> bytes:
-    return struct.pack(">i", len(body)) + body
-
-
-def probe() -> bytes:
-    req = ApiVersionsRequest(version=0)
-    req.with_header(correlation_id=PROBE_CID, client_id="probe")
-    return bytes(req.encode(header=True, framed=True))
 
 
 def exchange(port: int, payload: bytes) -> tuple[bool, list[bytes]]:
@@ -159,7 +149,7 @@ def kind_of(label: str) -> str:
 def test_the_probe_is_answered_after_a_valid_request(plain_broker: BrokerProcess) -> None:
     """The judgement below can fail: after a valid request the probe is answered."""
     for version in range(5):
-        closed, frames = exchange(plain_broker.port, size_prefixed(sample(ApiKey.API_VERSIONS, version).frame) + probe())
+        closed, frames = exchange(plain_broker.port, size_prefixed(sample(ApiKey.API_VERSIONS, version).frame) + api_versions_probe(PROBE_CID))
         assert correlation_ids(frames) == [MALFORMED_CID, PROBE_CID], (version, closed)
 
 
@@ -169,7 +159,7 @@ def test_malformed_requests_of_every_api_version_close_unanswered(plain_broker: 
     kinds: set[str] = set()
     for key, version in advertised(plain_broker.port):
         for label, frame in sample(key, version).malformed(rng):
-            closed, frames = exchange(plain_broker.port, size_prefixed(frame) + probe())
+            closed, frames = exchange(plain_broker.port, size_prefixed(frame) + api_versions_probe(PROBE_CID))
             what = f"{key.name} v{version}, {label}"
             assert not frames, f"{what}: answered {correlation_ids(frames)}"
             assert closed, f"{what}: the connection stayed open"
@@ -192,7 +182,7 @@ def test_api_versions_of_an_unsupported_version_is_answered_v0_error_35(plain_br
     (the test above)."""
     frame = bytearray(sample(ApiKey.API_VERSIONS, 3).frame)
     struct.pack_into(">h", frame, 2, 99)
-    closed, frames = exchange(plain_broker.port, size_prefixed(bytes(frame) + b"\xff\xff\xff") + probe())
+    closed, frames = exchange(plain_broker.port, size_prefixed(bytes(frame) + b"\xff\xff\xff") + api_versions_probe(PROBE_CID))
     assert correlation_ids(frames) == [MALFORMED_CID, PROBE_CID]
     resp = ApiVersionsResponse.decode(frames[0], version=0, header=True)
     assert resp.error_code == UNSUPPORTED_VERSION
@@ -219,14 +209,14 @@ def test_the_two_sasl_frames_are_refused(sb: SecureBroker) -> None:
     port = sb.sasl_plaintext
     # SaslHandshake v1: the mechanism's length says 200; 13 bytes follow.
     handshake = size_prefixed(header_v1(17, 1, 11) + struct.pack(">h", 200) + b"SCRAM-SHA-512")
-    closed, frames = exchange(port, handshake + probe())
+    closed, frames = exchange(port, handshake + api_versions_probe(PROBE_CID))
     assert closed and not frames, correlation_ids(frames)
 
     # SaslAuthenticate v0/v1: the token's length says 200; a valid 19-byte PLAIN token follows.
     for version in (0, 1):
         authenticate = size_prefixed(header_v1(36, version, 12) + struct.pack(">i", 200) + PLAIN_TOKEN)
         good_handshake = encoded(SaslHandshakeRequest(version=1, mechanism="PLAIN"), 10)
-        closed, frames = exchange(port, good_handshake + authenticate + metadata_marker() + probe())
+        closed, frames = exchange(port, good_handshake + authenticate + metadata_marker() + api_versions_probe(PROBE_CID))
         assert correlation_ids(frames) == [10], f"v{version}: answered {correlation_ids(frames)}"
         assert closed
 
@@ -249,7 +239,7 @@ def test_malformed_sasl_requests_close_unanswered(sb: SecureBroker) -> None:
             # SaslAuthenticate is only read after a handshake, which is answered.
             before = good_handshake if key == ApiKey.SASL_AUTHENTICATE else b""
             for label, frame in sample(key, version).malformed(rng):
-                closed, frames = exchange(port, before + size_prefixed(frame) + metadata_marker() + probe())
+                closed, frames = exchange(port, before + size_prefixed(frame) + metadata_marker() + api_versions_probe(PROBE_CID))
                 want = [10] if before else []
                 assert correlation_ids(frames) == want, f"{key.name} v{version}, {label}: {correlation_ids(frames)}"
                 assert closed, f"{key.name} v{version}, {label}: the connection stayed open"
