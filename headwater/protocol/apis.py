@@ -184,7 +184,7 @@ API_SPECS: dict[int, ApiSpec] = {
     for s in (
         _spec(ApiKey.PRODUCE, 3, 11, ProduceRequest, ProduceResponse),
         _spec(ApiKey.FETCH, 4, 17, FetchRequest, FetchResponse),
-        _spec(ApiKey.LIST_OFFSETS, 1, 11, ListOffsetsRequest, ListOffsetsResponse),
+        _spec(ApiKey.LIST_OFFSETS, 0, 11, ListOffsetsRequest, ListOffsetsResponse),
         _spec(ApiKey.METADATA, 0, 13, MetadataRequest, MetadataResponse),
         _spec(ApiKey.DELETE_RECORDS, 0, 2, DeleteRecordsRequest, DeleteRecordsResponse),
         _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, InitProducerIdRequest, InitProducerIdResponse),

@@ -80,6 +80,7 @@ log = logging.getLogger(__name__)
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2  # ListOffsets replica ids that are not brokers
 SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")  # ApiVersions v3+ (KIP-511)
 ENDPOINT_TYPE_BROKER, ENDPOINT_TYPE_CONTROLLER = 1, 2  # DescribeCluster v1+ (KIP-919)
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405
@@ -972,6 +973,8 @@ class Broker:
         resp_cls = req.spec.response
         topic_cls = resp_cls.ListOffsetsTopicResponse
         part_cls = topic_cls.ListOffsetsPartitionResponse
+        if req.version == 0:
+            return self._list_offsets_v0(req, topic_cls, part_cls)
         topics = []
         for t in req.body.topics:
             parts = []
@@ -1006,6 +1009,35 @@ class Broker:
                                       timestamp=ts, offset=offset, leader_epoch=epoch))
             topics.append(topic_cls(name=t.name, partitions=parts))
         return req.response(throttle_time_ms=0, topics=topics)
+
+    def _list_offsets_v0(self, req: Request, topic_cls: Any, part_cls: Any) -> Any:
+        """Kafka 3.9's ``handleListOffsetRequestV0``: up to ``max_num_offsets`` segment start offsets
+        (``UnifiedLog.legacyFetchOffsetsBefore``), capped at the high watermark for a consumer
+        (``Partition.legacyFetchOffsetsForTimestamp``); the debugging replica id may ask a follower."""
+        replica_id = req.body.replica_id
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            describable = self.authz.topic(req, AclOperation.DESCRIBE, t.name)
+            for p in t.partitions:
+                code, offsets = ErrorCode.NONE, []
+                try:
+                    if not describable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    if p.timestamp < EARLIEST_TIMESTAMP:
+                        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
+                    hosted = self.replicas.hosted(t.name, p.partition_index) if replica_id == DEBUGGING_REPLICA_ID else None
+                    if hosted is None:
+                        hosted = self._leader(t.name, p.partition_index)
+                    plog = hosted.plog
+                    offsets = plog.legacy_offsets_before(p.timestamp, p.max_num_offsets, _now_ms())
+                    if replica_id == CONSUMER_REPLICA_ID and any(o > plog.high_watermark for o in offsets):
+                        offsets = [plog.high_watermark, *(o for o in offsets if o <= plog.high_watermark)]
+                except KafkaError as exc:
+                    code = exc.code
+                parts.append(part_cls(partition_index=p.partition_index, error_code=code, old_style_offsets=offsets))
+            topics.append(topic_cls(name=t.name, partitions=parts))
+        return req.response(topics=topics)
 
     def offset_for_leader_epoch(self, req: Request) -> Any:
         resp_cls = req.spec.response

@@ -580,6 +580,29 @@ class PartitionLog:
                             return hit
         return None
 
+    def legacy_offsets_before(self, timestamp_ms: int, max_num_offsets: int, now_ms: int) -> list[int]:
+        """ListOffsets v0's answer: segment start offsets whose file was last modified at or
+        before ``timestamp_ms`` (-1 latest, -2 earliest), newest first, at most ``max_num_offsets``.
+
+        The granularity is the segment and the clock is the file's mtime, as in Kafka's
+        ``UnifiedLog.legacyFetchOffsetsBefore``; a non-empty active segment adds the log end
+        offset stamped ``now_ms``."""
+        with self._io(f"reading {self.directory}"):
+            points = [(max(s.base_offset, self._log_start_offset), int(os.stat(s.log_path).st_mtime * 1000))
+                      for s in self._segments]
+        if self._segments[-1].size_bytes > 0:
+            points.append((self.log_end_offset, now_ms))
+        if timestamp_ms == -1:
+            start = len(points) - 1
+        elif timestamp_ms == -2:
+            start = 0
+        else:
+            start = len(points) - 1
+            while start >= 0 and points[start][1] > timestamp_ms:
+                start -= 1
+        picked = [points[i][0] for i in range(start, max(start - max(max_num_offsets, 0), -1), -1)]
+        return sorted(picked, reverse=True)
+
     def max_timestamp_offset(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record with the largest timestamp; (-1, -1) if none."""
         best: LogSegment | None = None
