@@ -26,6 +26,10 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
+# The quick loop while working: unit and simulation tests, no processes started.
+unit: venv
+	$(PY) -m pytest -q tests/unit tests/sim
+
 # System packages from Debian: the ZooKeeper server, kcat (a real librdkafka client), a JRE
 # (ZooKeeper and Spark run on it), and iproute2 + nftables (+ iptables) for the chaos tests' network
 # namespaces and faults. Installed only when something is missing.
@@ -47,9 +51,15 @@ system:
 	  $(SUDO) apt-get install -y -q python3 python3-venv python3-dev; \
 	fi
 
-# KafkaJS for the conformance tests, at the version package-lock.json pins.
-js: system
-	@if [ ! -d tests/js/node_modules/kafkajs ]; then npm ci --prefix tests/js --no-audit --no-fund; fi
+# KafkaJS and its Snappy/LZ4/ZSTD codecs for the conformance tests, at the versions package-lock.json
+# pins; installed again whenever the lock file is newer than the last install.
+JS_STAMP := tests/js/node_modules/.installed
+
+js: system $(JS_STAMP)
+
+$(JS_STAMP): tests/js/package-lock.json | system
+	npm ci --prefix tests/js --no-audit --no-fund
+	touch $(JS_STAMP)
 
 venv: $(STAMP)
 

@@ -108,7 +108,7 @@ async def open_broker(directory: Path, props: dict[str, str], topics: list[str],
         broker.authz.acls = AclSet(acls)
     rq = quota.RequestQuota(broker.quotas, "ANONYMOUS", "bench", False, 0)
     for t in topics:
-        await broker._create_topic(t, 1, 1, {}, {}, rq=rq)
+        await broker.authority.create_topic(t, 1, 1, {}, {}, False, rq)
     return broker
 
 

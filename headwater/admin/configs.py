@@ -21,12 +21,12 @@ from kafka.protocol.admin import (
 
 from headwater.admin.client import AdminClient, AdminError
 from headwater.admin.options import command_config_option, connect
+from headwater.protocol.config_resources import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC
 from headwater.protocol.errors import ErrorCode
 from headwater.security import scram
 
-RESOURCE_TYPES = {"topics": 2, "brokers": 4}
+RESOURCE_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER}
 QUOTA_TYPES = {"users": "user", "clients": "client-id"}
-OP_SET, OP_DELETE = 0, 1
 MATCH_EXACT, MATCH_DEFAULT = 0, 1
 
 

@@ -28,11 +28,10 @@ from kafka.protocol.admin import (
 from headwater.admin.client import AdminClient, AdminError
 from headwater.admin.options import connect
 from headwater.placement import assign_replicas
+from headwater.protocol.config_resources import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC
 from headwater.protocol.errors import ErrorCode, KafkaError
 
 CLIENT_ID = "reassign-partitions-tool"
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
-OP_SET, OP_DELETE = 0, 1
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",

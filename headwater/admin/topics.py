@@ -18,9 +18,9 @@ from kafka.protocol.admin import (
 
 from headwater.admin.client import AdminClient, AdminError
 from headwater.admin.options import command_config_option, connect, key_values
+from headwater.protocol.config_resources import RESOURCE_TOPIC
 from headwater.protocol.errors import ErrorCode
 
-RESOURCE_TOPIC = 2
 SOURCE_TOPIC_CONFIG = 1
 
 

@@ -6,10 +6,11 @@ that to Kafka's default, which is what DescribeConfigs reports as the value's so
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from headwater.protocol.config_resources import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
 from headwater.protocol.errors import ErrorCode, KafkaError
 
 
@@ -164,3 +165,41 @@ def validate_broker_config(name: str, value: str | None) -> None:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Not a number of type {key.type.name}") from None
     if key.min_value is not None and number < key.min_value:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: Value must be at least {key.min_value}")
+
+
+def apply_incremental(configs: Mapping[str, str], ops: Sequence[tuple[str, int, str | None]], *,
+                      broker: bool = False) -> dict[str, str]:
+    """An IncrementalAlterConfigs change, ``(name, operation, value)`` in order, applied to a copy of
+    ``configs``. A key named twice, or a null value for anything but DELETE, is INVALID_REQUEST
+    (Kafka's ConfigAdminManager). Topic configs take SET, DELETE and, for LIST configs, APPEND and
+    SUBTRACT, and are validated as a whole set afterwards; broker configs take SET and DELETE and
+    are validated here."""
+    names = [name for name, _op, _value in ops]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [name for name, op, value in ops if op != OP_DELETE and value is None]
+    if nulls:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+    out = dict(configs)
+    for name, op, value in ops:
+        if op == OP_SET and value is not None:
+            if broker:
+                validate_broker_config(name, value)
+            out[name] = value
+        elif op == OP_DELETE:
+            (validate_broker_config if broker else validate_topic_config)(name, None)
+            out.pop(name, None)
+        elif op in (OP_APPEND, OP_SUBTRACT) or broker:
+            key = None if broker else TOPIC_CONFIGS.get(name)
+            if key is None or key.type != ConfigType.LIST:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {name}")
+            items = [v for v in out.get(name, "").split(",") if v]
+            for v in (value or "").split(","):
+                if op == OP_APPEND and v and v not in items:
+                    items.append(v)
+                elif op == OP_SUBTRACT and v in items:
+                    items.remove(v)
+            out[name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+    return out

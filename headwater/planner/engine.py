@@ -119,7 +119,7 @@ class LocalEngine:
 
     def _groups(self) -> Iterator[tuple[int, pd.DataFrame]]:
         for key, group in self.frame.groupby("bucket", sort=True):
-            yield int(key), group  # type: ignore[call-overload]
+            yield int(key), group
 
     def stats(self, ctx: StatsContext) -> pd.DataFrame:
         return pd.concat([bucket_stats(g, ctx, k) for k, g in self._groups()], ignore_index=True)
@@ -172,7 +172,7 @@ def apply_plan_frame(
             raise PlannerError("internal: plan wider than the frame")
         row = [*reps, *([NO_BROKER] * (width - len(reps)))]
         for j in range(width):
-            out.iat[int(i), out.columns.get_loc(f"r{j}")] = row[j]  # type: ignore[arg-type]
+            out.iat[int(i), out.columns.get_loc(f"r{j}")] = row[j]
     return out
 
 

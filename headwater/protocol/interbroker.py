@@ -43,7 +43,7 @@ class _HeaderBySchema:
     __slots__ = ()
     _json: dict[str, Any]
 
-    @classproperty  # type: ignore[untyped-decorator,misc]
+    @classproperty  # type: ignore[untyped-decorator]
     def header_class(cls) -> Any:
         return RequestHeader if cls._json["type"] == "request" else ResponseHeader
 

@@ -45,7 +45,7 @@ from headwater.server.controller_shell import ControllerShell
 from headwater.server.zk import DuplicateRegistrationError, ZooKeeper, zookeeper_security
 
 if TYPE_CHECKING:
-    from headwater.server.broker import Broker
+    from headwater.server.context import BrokerContext
 
 log = logging.getLogger(__name__)
 PATHS = znodes.PATHS
@@ -57,7 +57,7 @@ ELECTION_RETRY_S = 0.5  # after a controller election failed on a lost ZooKeeper
 
 
 class ClusterMember:
-    def __init__(self, broker: Broker, connect: str, session_timeout_ms: int) -> None:
+    def __init__(self, broker: BrokerContext, connect: str, session_timeout_ms: int) -> None:
         self.broker = broker
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
@@ -77,6 +77,7 @@ class ClusterMember:
         self._to_controller: ChannelPool | None = None
         self._electing = False
         self._stopping = False
+        self.broker_epoch = -1  # this broker's life in ZooKeeper: its registration's czxid
 
     @property
     def broker_id(self) -> int:
@@ -92,9 +93,9 @@ class ClusterMember:
         self.zk.on_session_lost(self._session_lost)
         await self.zk.create_top_level_paths()
         self.cluster_id = await self._cluster_id()
-        self.broker.image = ClusterImage(self.cluster_id, -1, {}, {})
+        self.broker.publish_image(ClusterImage(self.cluster_id, -1, {}, {}))
         await self.broker.refresh_broker_configs()
-        await self.broker.refresh_quota_configs()
+        await self.broker.user_configs.refresh()
         await self.broker.authz.attach_zookeeper(self.zk)
         await self._register()
         self.watch_config_changes()
@@ -123,14 +124,14 @@ class ClusterMember:
         deadline = time.monotonic() + 2 * self.session_timeout_ms / 1000 + 5
         while True:
             try:
-                self.broker.broker_epoch = await self.zk.register_broker(cfg.broker_id, znodes.encode_broker(reg))
+                self.broker_epoch = await self.zk.register_broker(cfg.broker_id, znodes.encode_broker(reg))
                 break
             except DuplicateRegistrationError:
                 if time.monotonic() > deadline:
                     raise
                 log.info("broker id %d is still registered by a previous session; waiting for it to expire", cfg.broker_id)
                 await asyncio.sleep(0.5)
-        log.info("broker %d registered in ZooKeeper (broker epoch %d)", cfg.broker_id, self.broker.broker_epoch)
+        log.info("broker %d registered in ZooKeeper (broker epoch %d)", cfg.broker_id, self.broker_epoch)
 
     def _session_lost(self) -> None:
         """The session expired: our ephemeral nodes are gone. Re-register in a new session, as Kafka does."""
@@ -172,14 +173,14 @@ class ClusterMember:
                 return
             try:
                 if controller == self.broker_id and self.shell is not None:
-                    resp = await self.shell.request(ev.ControlledShutdownRequested(self.broker_id, self.broker.broker_epoch))
+                    resp = await self.shell.request(ev.ControlledShutdownRequested(self.broker_id, self.broker_epoch))
                     remaining = resp.remaining if resp is not None else ()
                     error = resp.error if resp is not None else ErrorCode.NOT_CONTROLLER
                 else:
-                    if self.broker._broker_address(controller) is None:
+                    if self.broker.broker_address(controller) is None:
                         return
                     req = ControlledShutdownRequest(version=3, broker_id=self.broker_id,
-                                                    broker_epoch=self.broker.broker_epoch)
+                                                    broker_epoch=self.broker_epoch)
                     raw = await self.send_to_controller(req, 3, timeout_s=30)
                     error, remaining = ErrorCode(raw.error_code), raw.remaining_partitions
                 if error == ErrorCode.NONE and not remaining:
@@ -264,21 +265,22 @@ class ClusterMember:
     def _check_epochs(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         # Only an older epoch is stale (Kafka's rule): the controller may see this broker's new
         # registration, and send it requests, before the broker has read its own epoch back.
-        if 0 <= broker_epoch < self.broker.broker_epoch:
+        if 0 <= broker_epoch < self.broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH
         return self.broker.replicas.check_controller_epoch(controller_epoch)
 
     async def topic_configs(self, topic: str) -> dict[str, str]:
+        """A copy: a caller that changes it (and is then refused) must not change the cache."""
         cached = self._topic_configs.get(topic)
         if cached is not None:
-            return cached
+            return dict(cached)
         configs: dict[str, str] = {}
         if self.zk is not None:
             found = await self.zk.get(PATHS.config("topics", topic))
             if found is not None and found[0]:
                 configs = znodes.decode_config("topics", topic, found[0])
         self._topic_configs[topic] = configs
-        return configs
+        return dict(configs)
 
     async def leader_and_isr(self, req: Any) -> Any:
         async with self._control:
@@ -312,7 +314,7 @@ class ClusterMember:
                         configs.get("follower.replication.throttled.replicas", ""))
                     effective = effective_topic_config(configs, self.broker.config.props)
                     image_topic = TopicImage(topic, topic_id or uuid.UUID(int=0), {}, configs)
-                    resolved = per_topic[topic] = (self.broker._log_config(image_topic),
+                    resolved = per_topic[topic] = (self.broker.log_config(image_topic),
                                                    int(effective["min.insync.replicas"][0]),
                                                    int(effective["max.message.bytes"][0]))
                 log_config, min_isr, max_message_bytes = resolved
@@ -390,7 +392,7 @@ class ClusterMember:
             if current is None:
                 current = TopicImage(topic, uuid.UUID(int=0), {}, {})
             topics[topic] = replace(current, topic_id=ids.get(topic) or current.topic_id, partitions=parts)
-        self.broker.image = ClusterImage(self.cluster_id, body.controller_id, brokers, topics)
+        self.broker.publish_image(ClusterImage(self.cluster_id, body.controller_id, brokers, topics))
         self.broker.replicas.set_live_brokers(brokers)
         self._delete_strays(outside, body.controller_id)
         return req.response(error_code=0)
@@ -478,7 +480,7 @@ class ClusterMember:
         """Send a request to the active controller as this broker; ChannelError when none is known
         or it cannot be reached (the caller retries: a new controller is announced by UpdateMetadata)."""
         controller = self.broker.image.controller_id
-        address = self.broker._broker_address(controller) if controller >= 0 else None
+        address = self.broker.broker_address(controller) if controller >= 0 else None
         if address is None:
             raise ChannelError("no controller known yet")
         if self._to_controller is None:
@@ -525,7 +527,7 @@ class ClusterMember:
         self._topic_configs.clear()
         asyncio.get_running_loop().create_task(self.broker.refresh_log_configs())
         asyncio.get_running_loop().create_task(self.broker.refresh_broker_configs())
-        asyncio.get_running_loop().create_task(self.broker.refresh_quota_configs())
+        asyncio.get_running_loop().create_task(self.broker.user_configs.refresh())
 
     # --- reassignment (KIP-455) ---------------------------------------------------------------------
 

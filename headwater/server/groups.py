@@ -40,10 +40,11 @@ from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.records import iter_batches
 from headwater.server.connection import current_connection
+from headwater.server.context import now_ms
 from headwater.server.group_acl import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, GroupAcl, merge_results
 
 if TYPE_CHECKING:
-    from headwater.server.broker import Broker
+    from headwater.server.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +54,6 @@ LOAD_READ_BYTES = 4 * 1024 * 1024
 # The peer of the request being handled (each request runs in its own task, so its own context):
 # members are described with the host they joined from, as Kafka shows it ("/127.0.0.1").
 CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def build_batch(records: tuple[tuple[bytes, bytes | None], ...], now_ms: int) -> bytearray:
@@ -79,7 +76,7 @@ def read_records(buf: bytes) -> Iterator[tuple[bytes, bytes | None]]:
 
 
 class GroupShell:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self.config = CoordinatorConfig.from_properties(broker.config.props)
         self.replication_factor = int(broker.config.props.get("offsets.topic.replication.factor", 3))
@@ -122,13 +119,13 @@ class GroupShell:
         # Every waiting JoinGroup, SyncGroup and OffsetCommit gets NOT_COORDINATOR, as on a move.
         for partition in list(self._led):
             del self._led[partition]
-            self._apply(self.core.handle(ev.Unloaded(partition), _now_ms()))
+            self._apply(self.core.handle(ev.Unloaded(partition), now_ms()))
 
     async def _tick_loop(self) -> None:
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)
             try:
-                self._apply(self.core.handle(ev.Tick(), _now_ms()))
+                self._apply(self.core.handle(ev.Tick(), now_ms()))
             except Exception:
                 log.exception("group coordinator tick failed")
 
@@ -147,7 +144,7 @@ class GroupShell:
         fut: asyncio.Future[ev.Result] = asyncio.get_running_loop().create_future()
         self._waiting[token] = fut
         try:
-            self._apply(self.core.handle(make(token), _now_ms()))
+            self._apply(self.core.handle(make(token), now_ms()))
             return await fut
         finally:
             self._waiting.pop(token, None)
@@ -166,16 +163,16 @@ class GroupShell:
         wait: asyncio.Future[ErrorCode] | None = None
         try:
             hosted = self.broker.replicas.leader(OFFSETS_TOPIC, append.partition)
-            _base, wait = self.broker.replicas.append(hosted, build_batch(append.records, _now_ms()), -1,
+            _base, wait = self.broker.replicas.append(hosted, build_batch(append.records, now_ms()), -1,
                                                       WRITE_TIMEOUT_MS)
         except KafkaError as exc:
-            self._apply(self.core.handle(ev.AppendDone(append.write_id, exc.code), _now_ms()))
+            self._apply(self.core.handle(ev.AppendDone(append.write_id, exc.code), now_ms()))
             return
         assert wait is not None
 
         async def committed(fut: asyncio.Future[ErrorCode]) -> None:
             error = await fut
-            self._apply(self.core.handle(ev.AppendDone(append.write_id, error), _now_ms()))
+            self._apply(self.core.handle(ev.AppendDone(append.write_id, error), now_ms()))
 
         self._spawn(committed(wait))
 
@@ -193,10 +190,10 @@ class GroupShell:
         elif not leads and partition in self._led:
             del self._led[partition]
             log.info("no longer coordinator of %s-%d: unloading its groups", topic, partition)
-            self._apply(self.core.handle(ev.Unloaded(partition), _now_ms()))
+            self._apply(self.core.handle(ev.Unloaded(partition), now_ms()))
 
     async def _load(self, partition: int, generation: int) -> None:
-        self._apply(self.core.handle(ev.LoadStarted(partition, generation), _now_ms()))
+        self._apply(self.core.handle(ev.LoadStarted(partition, generation), now_ms()))
         started = time.monotonic()
         records: list[tuple[bytes, bytes | None]] = []
         hosted = self.broker.replicas.hosted(OFFSETS_TOPIC, partition)
@@ -218,7 +215,7 @@ class GroupShell:
         except KafkaError as exc:
             log.warning("loading %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
             return
-        out = self.core.handle(ev.LoadFinished(partition, generation, tuple(records)), _now_ms())
+        out = self.core.handle(ev.LoadFinished(partition, generation, tuple(records)), now_ms())
         self._apply(out)
         log.info("loaded %d groups from %s-%d (%d records) in %.0f ms", out.loaded_groups, OFFSETS_TOPIC, partition,
                  len(records), (time.monotonic() - started) * 1000)
@@ -285,7 +282,7 @@ class GroupShell:
         if OFFSETS_TOPIC in self.broker.image.topics:
             return
         partitions, rf, configs = self.offsets_topic_spec()
-        rq = quota.RequestQuota(self.broker.quotas, "", "", False, _now_ms())
+        rq = quota.RequestQuota(self.broker.quotas, "", "", False, now_ms())
         code = await self.broker.topic_creator.create(OFFSETS_TOPIC, partitions, rf, configs, rq)
         if code == ErrorCode.NONE:
             log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, partitions, rf)

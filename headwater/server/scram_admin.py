@@ -2,7 +2,7 @@
 
 They live where Kafka keeps them, in each user's config map (``/config/users/<user>`` in a
 cluster, the local quota/config file on a standalone broker) beside the user's quotas, under the
-mechanism's name. The broker already holds those maps (``Broker.quota_configs``) and re-reads them
+mechanism's name. The broker already holds those maps (``UserConfigs``) and re-reads them
 on every change notification, so a credential altered through any broker is usable on all of them.
 """
 
@@ -18,7 +18,7 @@ from headwater.security.acl import AclOperation
 
 if TYPE_CHECKING:
     from headwater.protocol.apis import Request
-    from headwater.server.broker import Broker
+    from headwater.server.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,8 @@ def credentials(configs: dict[str, dict[str, str]]) -> scram.UserCredentials:
     return out
 
 
-def lookup(broker: Broker, mechanism: str, user: str) -> scram.ScramCredential | None:
-    text = broker.quota_configs.get(user_path(user), {}).get(mechanism)
+def lookup(broker: BrokerContext, mechanism: str, user: str) -> scram.ScramCredential | None:
+    text = broker.user_configs.configs.get(user_path(user), {}).get(mechanism)
     if text is None:
         return None
     try:
@@ -70,13 +70,13 @@ def _infos(info_cls: Any, creds: dict[str, str]) -> list[Any]:
     return out
 
 
-def describe(broker: Broker, req: Request) -> Any:
+def describe(broker: BrokerContext, req: Request) -> Any:
     result_cls = req.spec.response.DescribeUserScramCredentialsResult
     info_cls = result_cls.CredentialInfo
     if not broker.authz.cluster(req, AclOperation.DESCRIBE):
         return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                             error_message="Authorization failed.", results=[])
-    known = credentials(broker.quota_configs)
+    known = credentials(broker.user_configs.configs)
     wanted = [u.name for u in req.body.users] if req.body.users else None
     results = []
     if wanted is None:
@@ -99,7 +99,7 @@ def describe(broker: Broker, req: Request) -> Any:
     return req.response(throttle_time_ms=0, error_code=0, error_message=None, results=results)
 
 
-async def alter(broker: Broker, req: Request) -> Any:
+async def alter(broker: BrokerContext, req: Request) -> Any:
     body = req.body
     if not broker.authz.cluster(req, AclOperation.ALTER):
         # Refused as a whole (Kafka's rule): every user named gets CLUSTER_AUTHORIZATION_FAILED, nothing changes.
@@ -110,9 +110,9 @@ async def alter(broker: Broker, req: Request) -> Any:
     deletions = [scram.Deletion(d.name, d.mechanism) for d in body.deletions]
     upsertions = [scram.Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
                   for u in body.upsertions]
-    results, changed = scram.plan_alterations(credentials(broker.quota_configs), deletions, upsertions)
+    results, changed = scram.plan_alterations(credentials(broker.user_configs.configs), deletions, upsertions)
     if changed:
-        updated = dict(broker.quota_configs)
+        updated = dict(broker.user_configs.configs)
         for user, creds in changed.items():
             path = user_path(user)
             values = {k: v for k, v in updated.get(path, {}).items() if not is_credential_key(k)}
@@ -121,7 +121,7 @@ async def alter(broker: Broker, req: Request) -> Any:
                 updated[path] = values
             else:
                 updated.pop(path, None)
-        await broker.save_user_configs(updated)
+        await broker.user_configs.save(updated)
     result_cls = req.spec.response.AlterUserScramCredentialsResult
     return req.response(throttle_time_ms=0, results=[
         result_cls(user=r.user, error_code=r.error, error_message=r.message) for r in results])

@@ -4,7 +4,7 @@ with auto-creation on, and the internal topics the group coordinator needs.
 Kafka in ZooKeeper mode writes such a topic from the broker that received the request
 (``AutoTopicCreationManager.createTopicsInZk``). Here only the controller writes topics, so a broker
 that is not the controller sends it a CreateTopics as itself, over the inter-broker listener with
-that listener's TLS and SASL (``ClusterMember.send_to_controller``). Either way the request does not
+that listener's TLS and SASL (``MetadataAuthority.send_to_controller``). Either way the request does not
 wait for leaders (Kafka passes timeout 0), and the Metadata answer for a topic being created is
 LEADER_NOT_AVAILABLE, which every client retries.
 """
@@ -24,7 +24,7 @@ from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.server.channel import ChannelError
 
 if TYPE_CHECKING:
-    from headwater.server.broker import Broker
+    from headwater.server.context import BrokerContext
 
 log = logging.getLogger(__name__)
 # v5 is the last version the mutation quota treats permissively (strict from v6, KIP-599): Kafka's
@@ -37,7 +37,7 @@ _BEING_CREATED = {ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQU
 
 
 class TopicCreator:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self._broker = broker
         # One creation per topic at a time: concurrent Metadata requests for it share the answer.
         self._in_flight: dict[str, asyncio.Future[ErrorCode]] = {}
@@ -71,8 +71,8 @@ class TopicCreator:
         broker = self._broker
         try:
             validate_topic_name(name)
-            if broker.cluster is None or broker.cluster.is_controller():
-                await broker._create_topic(name, num_partitions, replication_factor, {}, configs, rq=rq)
+            if broker.authority.creates_topics_here():
+                await broker.authority.create_topic(name, num_partitions, replication_factor, {}, configs, False, rq)
                 log.info("created topic %s on behalf of a client or coordinator", name)
                 return ErrorCode.NONE
         except KafkaError as exc:
@@ -82,14 +82,12 @@ class TopicCreator:
         return await self._forward(name, num_partitions, replication_factor, configs)
 
     async def _forward(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]) -> ErrorCode:
-        cluster = self._broker.cluster
-        assert cluster is not None
         T = CreateTopicsRequest.CreatableTopic
         req = CreateTopicsRequest(version=FORWARD_VERSION, timeout_ms=0, validate_only=False, topics=[
             T(name=name, num_partitions=num_partitions, replication_factor=replication_factor, assignments=[],
               configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])])
         try:
-            resp: Any = await cluster.send_to_controller(req, FORWARD_VERSION, FORWARD_TIMEOUT_S)
+            resp: Any = await self._broker.authority.send_to_controller(req, FORWARD_VERSION, FORWARD_TIMEOUT_S)
         except ChannelError as exc:
             log.info("could not ask the controller to create %s yet: %s", name, exc)
             return ErrorCode.LEADER_NOT_AVAILABLE

@@ -41,7 +41,7 @@ _ANY_PARTITION = -1
 
 
 @dataclass
-class WriteResult(WriterCommitMessage):  # type: ignore[misc]
+class WriteResult(WriterCommitMessage):
     """What one task wrote, all of it acknowledged: records per topic."""
 
     records_by_topic: dict[str, int] = field(default_factory=dict)

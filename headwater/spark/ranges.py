@@ -17,7 +17,7 @@ from headwater.spark.options import TopicPartition
 
 
 @dataclass(frozen=True)
-class OffsetRange(InputPartition):  # type: ignore[misc]
+class OffsetRange(InputPartition):
     """One Spark task: the records of one topic partition in ``[from_offset, until_offset)``."""
 
     topic: str

@@ -79,7 +79,7 @@ def _loss(opts: ReadOptions, message: str) -> None:
     log.warning("%s; skipping it (failOnDataLoss=false)", message)
 
 
-class TopicBatchReader(DataSourceReader):  # type: ignore[misc]
+class TopicBatchReader(DataSourceReader):
     """``spark.read.format("headwater")``: one task per partition range, fixed at planning."""
 
     def __init__(self, opts: ReadOptions) -> None:
@@ -152,7 +152,7 @@ def _read_planned(partition: InputPartition, opts: ReadOptions) -> Iterator[pa.R
     raise TypeError(f"headwater cannot read the planned partition {partition!r}: not an offset range")
 
 
-class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("headwater")``: micro-batches between checkpointed offsets.
 
     Offsets only ever come from the cluster (``initialOffset``, ``latestOffset``) or back from
@@ -266,7 +266,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         self._client = None
 
 
-class TopicWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class TopicWriter(DataSourceArrowWriter):
     """``df.write.format("headwater")``: each task produces its rows and waits for every ack."""
 
     def __init__(self, opts: WriteOptions) -> None:
@@ -285,7 +285,7 @@ class TopicWriter(DataSourceArrowWriter):  # type: ignore[misc]
         log.error("write failed; %d records from tasks that finished are already in the topics", written)
 
 
-class TopicStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class TopicStreamWriter(DataSourceStreamArrowWriter):
     """``df.writeStream.format("headwater")``: as the batch writer, once per micro-batch."""
 
     def __init__(self, opts: WriteOptions) -> None:
@@ -305,7 +305,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         )
 
 
-class TopicDataSource(DataSource):  # type: ignore[misc]
+class TopicDataSource(DataSource):
     """Kafka-protocol topics as a Spark table: columns and options as Spark's Kafka source."""
 
     @classmethod

@@ -278,7 +278,7 @@ def test_transactional_lookups_allowed_say_the_coordinator_is_not_there(broker: 
     resp = call(broker, broker.groups.find_coordinator, request(ApiKey.FIND_COORDINATOR, 3, "User:admin", key_type=1,
                                                                 key="tx"))
     assert (resp.error_code, resp.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
-    resp = call(broker, broker.init_producer_id, request(ApiKey.INIT_PRODUCER_ID, 4, "User:admin", transactional_id="tx",
+    resp = call(broker, broker.handler(ApiKey.INIT_PRODUCER_ID), request(ApiKey.INIT_PRODUCER_ID, 4, "User:admin", transactional_id="tx",
                                                          transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
     assert (resp.error_code, resp.producer_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
 

@@ -1,0 +1,107 @@
+"""Produce and InitProducerId: the write path's entry."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from headwater.protocol.apis import ApiKey, Request
+from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.records import iter_batches
+from headwater.security.acl import AclOperation
+from headwater.server.authority import Handler
+from headwater.server.context import BrokerContext
+
+
+class ProduceApis:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self._producer_ids = (0, 0)  # [next, end) of the block this broker owns
+
+    def handlers(self) -> dict[int, Handler]:
+        return {ApiKey.PRODUCE: self.produce, ApiKey.INIT_PRODUCER_ID: self.init_producer_id}
+
+    async def produce(self, req: Request) -> Any:
+        body = req.body
+        acks = body.acks
+        resp_cls = req.spec.response
+        topic_resp_cls = resp_cls.TopicProduceResponse
+        part_resp_cls = topic_resp_cls.PartitionProduceResponse
+        results = []
+        waits: list[tuple[Any, asyncio.Future[ErrorCode]]] = []
+        for topic_data in body.topic_data:
+            name = topic_data.name
+            parts = []
+            writable = self.ctx.authz.topic(req, AclOperation.WRITE, name)
+            for pd in topic_data.partition_data:
+                base_offset, log_start, code, message = -1, -1, ErrorCode.NONE, None
+                record_errors: list[Any] = []
+                wait = None
+                try:
+                    if acks not in (-1, 0, 1):
+                        raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+                    if not writable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    if body.transactional_id is not None:
+                        raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+                    hosted = self.ctx.leader(name, pd.index)
+                    records = pd.records
+                    if not records:
+                        raise KafkaError(ErrorCode.INVALID_RECORD, "empty records")
+                    max_bytes = hosted.max_message_bytes
+                    for _pos, header in iter_batches(records, verify_crc=False):
+                        if header.size > max_bytes:
+                            raise KafkaError(
+                                ErrorCode.MESSAGE_TOO_LARGE,
+                                f"The batch of {header.size} bytes is larger than max.message.bytes={max_bytes}",
+                            )
+                    base_offset, wait = self.ctx.replicas.append(hosted, bytearray(records), acks, body.timeout_ms)
+                    log_start = hosted.plog.log_start_offset
+                except KafkaError as exc:
+                    code, message = exc.code, exc.message
+                    record_errors = [part_resp_cls.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                     for i, m in getattr(exc, "record_errors", ())]
+                except ValueError as exc:  # a malformed batch header
+                    code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)
+                part = part_resp_cls(index=pd.index, error_code=code, base_offset=base_offset,
+                                     log_append_time_ms=-1, log_start_offset=log_start, record_errors=record_errors,
+                                     error_message=message)
+                parts.append(part)
+                if wait is not None:
+                    waits.append((part, wait))
+            results.append(topic_resp_cls(name=name, partition_responses=parts))
+        # acks=all: answer once the high watermark covers every batch (or each one failed).
+        for part, wait in waits:
+            error = await wait
+            if error != ErrorCode.NONE:
+                part.error_code = error
+                part.error_message = None
+        if acks == 0:
+            return None
+        return req.response(responses=results, throttle_time_ms=0)
+
+    async def init_producer_id(self, req: Request) -> Any:
+        body = req.body
+        if body.transactional_id is not None:
+            # Sent to the transaction coordinator, which this cluster does not run (see FindCoordinator).
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                producer_id=-1, producer_epoch=-1)
+        # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+        if not self.ctx.authz.any_topic(req, AclOperation.WRITE) and not self.ctx.authz.cluster(req, AclOperation.IDEMPOTENT_WRITE):
+            return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                producer_id=-1, producer_epoch=-1)
+        if req.version >= 3 and body.producer_id >= 0:
+            # An idempotent producer bumping its epoch after an error keeps its id.
+            epoch = body.producer_epoch + 1
+            if epoch <= 32767:
+                return req.response(throttle_time_ms=0, error_code=0, producer_id=body.producer_id, producer_epoch=epoch)
+        return req.response(throttle_time_ms=0, error_code=0, producer_id=await self._next_producer_id(), producer_epoch=0)
+
+    async def _next_producer_id(self) -> int:
+        nxt, end = self._producer_ids
+        if nxt >= end:
+            # Claim a whole block durably before handing out ids from it, so a restart never reuses
+            # an id: in ZooKeeper in a cluster (unique across brokers), else in the local image.
+            nxt, end = await self.ctx.authority.producer_id_block()
+        self._producer_ids = (nxt + 1, end)
+        return nxt
