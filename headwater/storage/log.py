@@ -9,8 +9,8 @@ Rules:
   overflow segment.bytes, when it is older than segment.ms, or when relative offsets would overflow int32.
 - Nothing is written for an append that is rejected, and a failed write leaves the file as it was.
 - A segment leaving the log (retention, truncation) is renamed ``*.deleted`` and its fds are closed and
-  its files unlinked only ``file.delete.delay.ms`` later, so a ``FileSlice`` handed to the server stays
-  valid while it is being sent.
+  its files unlinked only ``file.delete.delay.ms`` later, and never within ``SEND_GRACE_MS`` of a
+  read, so a ``FileSlice`` handed to the server stays valid while it is being sent.
 - Open files: only the active segment's ``.log`` stays open. Index files are written at each
   sync and closed; an older segment's ``.log`` is opened by a read and closed by
   ``release_idle_files`` once nobody read it for ``max(file.delete.delay.ms, IDLE_FILE_MS)``.
@@ -58,6 +58,10 @@ SNAPSHOT_SUFFIX = ".snapshot"
 TMP_SUFFIX = ".tmp"
 IDLE_FILE_MS = 60_000
 """A segment behind the active one keeps its ``.log`` descriptor at least this long after a read."""
+SEND_GRACE_MS = 5_000
+"""A descriptor is never closed sooner than this after a read handed it out, whatever
+file.delete.delay.ms says: the server may still be sending from it, and closing an fd under
+asyncio's sendfile leaves that send hanging rather than failing."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,7 @@ class PartitionLog:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.last_read_ms = 0  # the clock when a read last handed out slices of this log
         self._log_start_offset = log_start_offset
         self._high_watermark = high_watermark
         self._recovery_point = recovery_point
@@ -509,10 +514,10 @@ class PartitionLog:
             return _EMPTY_READ
         segments = self._segments
         i = bisect_right(self._bases, fetch_offset) - 1
-        if i < len(segments) - 1:
-            now_ms = self._clock_ms()  # an older segment is read: its descriptor must outlive the slices
-            for seg in segments[i:-1]:
-                seg.last_read_ms = now_ms
+        # The descriptors handed out must outlive the slices (see SEND_GRACE_MS).
+        now_ms = self.last_read_ms = self._clock_ms()
+        for seg in segments[i:]:
+            seg.last_read_ms = now_ms
         offset = fetch_offset
         slices: list[FileSlice] = []
         total = 0
@@ -836,8 +841,9 @@ class PartitionLog:
         """Close and unlink segments retired at least file.delete.delay.ms ago; returns how many."""
         if not self._pending_deletes or self._pending_deletes[0][0] > now_ms:
             return 0
-        due = [(t, s) for t, s in self._pending_deletes if t <= now_ms]
-        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now_ms]
+        due = [(t, s) for t, s in self._pending_deletes if t <= now_ms and now_ms - s.last_read_ms >= SEND_GRACE_MS]
+        gone = {id(s) for _t, s in due}
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if id(s) not in gone]
         for _, seg in due:
             seg.close()
             for path in seg.paths():

@@ -39,7 +39,7 @@ from headwater.storage.checkpoint import (
 )
 from headwater.storage.config import LogConfig
 from headwater.storage.files import fsync_dir, raise_open_file_limit
-from headwater.storage.log import PartitionLog
+from headwater.storage.log import SEND_GRACE_MS, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -351,8 +351,12 @@ class LogManager:
                 # One failing partition must not stop retention for the others; it is retried next tick.
                 log.exception("retention failed for %s-%d", plog.topic, plog.partition)
         if self._deleted_dirs and min(t for t, _, _ in self._deleted_dirs) <= now_ms:
-            due = [d for d in self._deleted_dirs if d[0] <= now_ms]
-            self._deleted_dirs = [d for d in self._deleted_dirs if d[0] > now_ms]
+            # A fetch may still be sending from a log deleted just after it was read (SEND_GRACE_MS).
+            def ready(d: tuple[int, PartitionLog | None, Path]) -> bool:
+                return d[0] <= now_ms and (d[1] is None or now_ms - d[1].last_read_ms >= SEND_GRACE_MS)
+
+            due = [d for d in self._deleted_dirs if ready(d)]
+            self._deleted_dirs = [d for d in self._deleted_dirs if not ready(d)]
             for _, doomed, path in due:
                 self._remove_deleted(doomed, path)
 

@@ -11,6 +11,7 @@ from conftest import FakeClock
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.storage import LogConfig, LogManager
 from headwater.storage.checkpoint import read_offsets, write_offsets
+from headwater.storage.log import SEND_GRACE_MS
 from headwater.storage.manager import CLEAN_SHUTDOWN_MARKER
 
 
@@ -187,3 +188,21 @@ def test_taking_a_dir_offline_closes_its_logs(tmp_path: Path, clock: FakeClock) 
     reopened.load()                                       # after a restart both dirs serve again
     assert len(reopened.all_logs()) == 4 and not reopened.offline_dirs
     reopened.close()
+
+
+def test_a_deleted_partition_read_lately_is_removed_only_after_the_send_grace(tmp_path: Path, clock: FakeClock) -> None:
+    """file.delete.delay.ms=0 still leaves a fetch that read the partition just before its deletion
+    SEND_GRACE_MS to send what it read (closing the fd under sendfile would hang that connection)."""
+    mgr = LogManager([tmp_path / "d"], LogConfig(file_delete_delay_ms=0), clock_ms=clock)
+    mgr.load()
+    plog = mgr.get_or_create("t", 0)
+    plog.append_as_leader(make_batch([b"x"]), 0, clock())
+    plog.high_watermark = 1
+    held = plog.read(0, 1 << 20)
+    mgr.delete("t", 0)
+    mgr.tick(clock.now_ms + SEND_GRACE_MS - 1)
+    assert len(list((tmp_path / "d").glob("t-0.*-delete"))) == 1
+    assert decode(held.read())  # still the bytes that were read
+    mgr.tick(clock.now_ms + SEND_GRACE_MS)
+    assert not list((tmp_path / "d").glob("t-0.*-delete"))
+    mgr.close()

@@ -8,6 +8,7 @@ from conftest import FakeClock
 
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.storage import LogConfig, PartitionLog
+from headwater.storage.log import SEND_GRACE_MS
 
 OpenLog = Callable[..., PartitionLog]
 ONE = len(make_batch([b"x" * 100], [0]))
@@ -20,7 +21,7 @@ def fill(log: PartitionLog, stamps: list[int]) -> None:
 
 
 def config(**kw: int) -> LogConfig:
-    return LogConfig(segment_bytes=2 * ONE, file_delete_delay_ms=1_000, **kw)
+    return LogConfig(**{"segment_bytes": 2 * ONE, "file_delete_delay_ms": 1_000, **kw})
 
 
 def test_retention_by_time(open_log: OpenLog) -> None:
@@ -76,6 +77,7 @@ def test_deleted_segments_stay_readable_until_the_delay(open_log: OpenLog, clock
     log = open_log(config(retention_ms=10_000))
     fill(log, [1_000, 2_000, 3_000, 60_000])
     log.flush()  # a new log's first index files are made by its first flush
+    clock.now_ms = 0
     held = log.read(0, 1 << 20)
     expected = held.read()
     old = log.segments[0]
@@ -122,3 +124,18 @@ def test_truncate_inside_the_batch_holding_the_log_start(open_log: OpenLog) -> N
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (2, 2, 2)
     log.validate_state()
     assert log.append_as_leader(make_batch([b"f"]), 0, 1).base_offset == 2
+
+
+def test_a_deleted_segment_read_lately_stays_open_for_the_send_grace(open_log: OpenLog, clock: FakeClock) -> None:
+    """With file.delete.delay.ms=0 a segment read just before retention removed it keeps its
+    descriptor for SEND_GRACE_MS after that read: the server may still be sending from it."""
+    log = open_log(config(retention_ms=10_000, file_delete_delay_ms=0))
+    fill(log, [1_000, 2_000, 3_000, 60_000])
+    log.flush()
+    clock.now_ms = 20_000
+    held = log.read(0, 1 << 20)
+    expected = held.read()
+    assert log.enforce_retention(now_ms=20_000) == 1
+    assert log.delete_expired_files(20_000 + SEND_GRACE_MS - 1) == 0
+    assert held.read() == expected
+    assert log.delete_expired_files(20_000 + SEND_GRACE_MS) == 1
