@@ -4,7 +4,8 @@
 * ``Workload``: deterministic keyed messages (key, value, client timestamp from a sequence number),
   and ``check_consumed``, which checks what came back against it partition by partition.
 * ``RawConnection``: a blocking socket that speaks the Kafka framing with kafka-python's message
-  classes, for tests that need exact control over the bytes (idempotence, fuzzing).
+  classes, for tests that need exact control over the bytes (idempotence, fuzzing);
+  ``fetch_batches`` reads the stored record batches through it (codec bits, leader epochs).
 * ``create_topic`` / ``consume_partitions``: confluent-kafka based setup and read-back.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import (
     InitProducerIdRequest,
@@ -28,7 +29,8 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record import MemoryRecords
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -369,3 +371,22 @@ def list_offset(conn: RawConnection, topic: str, partition: int, timestamp: int)
     resp = conn.request(req, ListOffsetsResponse, 7)
     (p,) = resp.topics[0].partitions
     return p.error_code, p.offset, p.timestamp
+
+
+def fetch_batches(conn: RawConnection, topic: str, partition: int = 0, offset: int = 0) -> list[DefaultRecordBatch]:
+    """The record batches one Fetch v12 (up to 1 MiB, no wait) returns from ``offset``, parsed by
+    kafka-python (``compression_type``, ``leader_epoch``, iteration over the records)."""
+    t_cls = FetchRequest.FetchTopic
+    req = FetchRequest(version=12, replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                       session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[
+                           t_cls(topic=topic, partitions=[t_cls.FetchPartition(
+                               partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=1 << 20)])])
+    resp = conn.request(req, FetchResponse, 12)
+    (p,) = resp.responses[0].partitions
+    assert p.error_code == 0, f"Fetch {topic}-{partition}: error {p.error_code}"
+    records = MemoryRecords(bytes(p.records or b""))
+    out = []
+    while (batch := records.next_batch()) is not None:
+        out.append(batch)
+    return out
