@@ -65,7 +65,7 @@ def broker_process(state: ClusterState, entry: BrokerEntry, data_dir: Path) -> B
         "zookeeper.connect": f"127.0.0.1:{state.zookeeper_port}",
         "num.partitions": "1",
         "default.replication.factor": str(min(3, len(state.brokers))),
-        "auto.create.topics.enable": "false",
+        "auto.create.topics.enable": "true",  # Kafka's default
         **state.props,
     }
     if entry.rack:

@@ -96,7 +96,9 @@ def _quota_label(entity: list[tuple[str, str | None]]) -> str:
 @click.option("--entity-type", "entity_types", multiple=True, type=click.Choice(["topics", "brokers", "users", "clients"]),
               help="What to configure (users and clients may be given together).")
 @click.option("--entity-name", "entity_names", multiple=True, help="Name of the entity (one per --entity-type).")
-@click.option("--entity-default", is_flag=True, help="The <default> entity (users or clients).")
+@click.option("--entity-default", is_flag=True, help="The <default> entity (brokers, users or clients).")
+@click.option("--all", "describe_all", is_flag=True,
+              help="With --describe of topics or brokers: every config, with its source and synonyms, not only those set.")
 @click.option("--describe", "action", flag_value="describe", help="Show configs.")
 @click.option("--alter", "action", flag_value="alter", help="Change configs.")
 @click.option("--add-config", default=None, help="k=v[,k=v] to set.")
@@ -106,7 +108,7 @@ def _quota_label(entity: list[tuple[str, str | None]]) -> str:
                    "controller's Prometheus endpoint (http://host:port/metrics).")
 @command_config_option
 def configs(bootstrap_server: str, entity_types: tuple[str, ...], entity_names: tuple[str, ...], entity_default: bool,
-            action: str | None, add_config: str | None, delete_config: str | None, metrics_url: str | None,
+            describe_all: bool, action: str | None, add_config: str | None, delete_config: str | None, metrics_url: str | None,
             command_config: Path | None) -> None:
     """Describe or alter topic and broker configs, client quotas and users' SCRAM credentials, like kafka-configs.sh."""
     if action is None:
@@ -118,8 +120,10 @@ def configs(bootstrap_server: str, entity_types: tuple[str, ...], entity_names: 
             if entity_types[0] in QUOTA_TYPES:
                 sys.exit(_quotas(client, entity_types, entity_names, entity_default, action, add_config, delete_config,
                                  metrics_url))
-            sys.exit(_resource(client, entity_types[0], entity_names[0] if entity_names else None, action,
-                               add_config, delete_config))
+            if entity_default and entity_types[0] != "brokers":
+                raise click.UsageError("--entity-default applies to brokers, users and clients")
+            name = "" if entity_default else entity_names[0] if entity_names else None
+            sys.exit(_resource(client, entity_types[0], name, action, add_config, delete_config, describe_all))
     except AdminError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
@@ -259,35 +263,42 @@ def _alter_scram(client: AdminClient, user: str, added: dict[str, str], deleted:
     return 0
 
 
+# ConfigEntry.ConfigSource's names, as kafka-configs.sh prints them in synonyms={...}
+SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+
+
 def _resource(client: AdminClient, entity_type: str, name: str | None, action: str,
-              add_config: str | None, delete_config: str | None) -> int:
+              add_config: str | None, delete_config: str | None, describe_all: bool = False) -> int:
     resource_type = RESOURCE_TYPES[entity_type]
     if action == "describe":
         R = DescribeConfigsRequest.DescribeConfigsResource
-        names = [name] if name else _all_names(client, entity_type)
-        results = []
-        for n in names:
+        failed = 0
+        for n in [name] if name is not None else _all_names(client, entity_type):
             # A broker's configs are described by that broker, as kafka-configs.sh does.
             node = int(n) if entity_type == "brokers" and n.isdigit() else None
             resp = client.send(DescribeConfigsRequest, dict(
                 resources=[R(resource_type=resource_type, resource_name=n, configuration_keys=None)],
-                include_synonyms=False, include_documentation=False), node_id=node)
-            results += resp.results
-        failed = 0
-        for r in results:
+                include_synonyms=True, include_documentation=False), node_id=node)
+            r = resp.results[0]
             if r.error_code:
                 click.echo(f"Error: {r.error_message or ErrorCode(r.error_code).name}", err=True)
                 failed = 1
                 continue
-            label = "topic" if entity_type == "topics" else "broker"
-            # Like kafka-configs.sh, only what was set on the entity itself (dynamic configs).
-            dynamic = [c for c in r.configs if getattr(c, "config_source", 1) in (1, 2)]
-            click.echo(f"Dynamic configs for {label} {r.resource_name} are:")
-            for c in dynamic:
-                click.echo(f"  {c.name}={c.value} sensitive={str(c.is_sensitive).lower()}")
+            # Like kafka-configs.sh: what was set on the entity itself, or everything with --all.
+            own_source = 1 if entity_type == "topics" else 3 if n == "" else 2
+            if n == "":
+                click.echo(f"Default configs for {entity_type} in the cluster are:")
+            else:
+                click.echo(f"{'All' if describe_all else 'Dynamic'} configs for {entity_type[:-1]} {n} are:")
+            for c in sorted(r.configs, key=lambda c: c.name):
+                if describe_all or c.config_source == own_source:
+                    synonyms = ", ".join(f"{SOURCE_NAMES.get(s.source, 'UNKNOWN')}:{s.name}={_text(s.value)}"
+                                         for s in c.synonyms)
+                    click.echo(f"  {c.name}={_text(c.value)} sensitive={str(c.is_sensitive).lower()} synonyms={{{synonyms}}}")
         return failed
-    if not name:
-        raise click.UsageError("--alter needs --entity-name")
+    if name is None:
+        raise click.UsageError("--alter needs --entity-name (or --entity-default for brokers)")
     A = IncrementalAlterConfigsRequest.AlterConfigsResource
     C = A.AlterableConfig
     ops: list[Any] = [C(name=k, config_operation=OP_SET, value=v) for k, v in _split_configs(add_config or "").items()]
@@ -301,12 +312,19 @@ def _resource(client: AdminClient, entity_type: str, name: str | None, action: s
     if result.error_code:
         click.echo(f"Error: {result.error_message or ErrorCode(result.error_code).name}", err=True)
         return 1
-    click.echo(f"Completed updating config for {'topic' if entity_type == 'topics' else 'broker'} {name}.")
+    if name == "":
+        click.echo(f"Completed updating default config for {entity_type} in the cluster.")
+    else:
+        click.echo(f"Completed updating config for {entity_type[:-1]} {name}.")
     return 0
+
+
+def _text(value: str | None) -> str:
+    return "null" if value is None else value
 
 
 def _all_names(client: AdminClient, entity_type: str) -> list[str]:
     meta = client.refresh()
     if entity_type == "topics":
         return sorted(t.name for t in meta.topics)
-    return [str(n) for n in sorted(client.nodes)]
+    return [str(n) for n in sorted(client.nodes)] + [""]  # and the cluster-wide default, as kafka-configs.sh

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from headwater.controller import quota
 from headwater.controller.topics import plan_create_partitions, plan_create_topic
-from headwater.metadata.configs import effective_topic_config
 from headwater.metadata.image import ClusterImage, TopicImage
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.server.channel import ChannelError
-from headwater.server.metadata_store import LocalMetadataStore, LocalQuotaStore
+from headwater.server.metadata_store import BROKER_CONFIGS_FILE_NAME, LocalMetadataStore, LocalQuotaStore
 
 if TYPE_CHECKING:
     from headwater.server.context import BrokerContext
@@ -86,8 +85,8 @@ class MetadataAuthority(Protocol):
 
     async def write_topic_configs(self, topic: TopicImage, configs: dict[str, str]) -> None: ...
 
-    async def dynamic_broker_configs(self) -> dict[str, str] | None:
-        """This broker's dynamic configs over the cluster default; None where there are none."""
+    async def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """This broker's dynamic configs and the cluster-wide default, as stored."""
         ...
 
     async def broker_entity_configs(self, entity: str) -> dict[str, str]: ...
@@ -108,6 +107,8 @@ class LocalAuthority:
         self._ctx = ctx
         self._store = LocalMetadataStore(ctx.config.log_dirs[0], ctx.info)
         self._quota_store = LocalQuotaStore(ctx.config.log_dirs[0])
+        # Dynamic broker configs, by entity ("<default>" and this broker's id), as /config/brokers has them.
+        self._broker_store = LocalQuotaStore(ctx.config.log_dirs[0], BROKER_CONFIGS_FILE_NAME)
         self._rng = random.Random()
 
     def initial_image(self) -> ClusterImage:
@@ -130,7 +131,7 @@ class LocalAuthority:
     def _lead(self, topic: TopicImage, partitions: Iterable[int]) -> None:
         ctx = self._ctx
         cfg = ctx.log_config(topic)
-        max_bytes = int(effective_topic_config(topic.configs, ctx.config.props)["max.message.bytes"][0])
+        max_bytes = int(ctx.effective_topic_config(topic.configs)["max.message.bytes"][0])
         me = ctx.config.broker_id
         for p in partitions:
             state = topic.partitions[p]
@@ -141,6 +142,7 @@ class LocalAuthority:
         # Open (or create) a log for every partition and drop logs of topics that no longer exist,
         # so the disk matches the image before the first client arrives.
         ctx = self._ctx
+        await ctx.refresh_broker_configs()  # the dynamic log defaults, before any log opens
         wanted: set[tuple[str, int]] = set()
         for topic in ctx.image.topics.values():
             wanted.update((topic.name, p) for p in topic.partitions)
@@ -223,14 +225,20 @@ class LocalAuthority:
     async def write_topic_configs(self, topic: TopicImage, configs: dict[str, str]) -> None:
         self._set_image(self._ctx.image.with_topic(replace(topic, configs=configs)))
 
-    async def dynamic_broker_configs(self) -> dict[str, str] | None:
-        return None
+    async def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:
+        stored = self._broker_store.load()
+        return stored.get(str(self._ctx.config.broker_id), {}), stored.get("<default>", {})
 
     async def broker_entity_configs(self, entity: str) -> dict[str, str]:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "Dynamic broker configs need a cluster (zookeeper.connect)")
+        return self._broker_store.load().get(entity, {})
 
     async def write_broker_entity_configs(self, entity: str, configs: dict[str, str]) -> None:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "Dynamic broker configs need a cluster (zookeeper.connect)")
+        stored = self._broker_store.load()
+        if configs:
+            stored[entity] = configs
+        else:
+            stored.pop(entity, None)
+        self._broker_store.save(stored)
 
     async def load_user_configs(self) -> dict[str, dict[str, str]] | None:
         return None

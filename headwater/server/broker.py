@@ -10,12 +10,12 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from headwater.controller import quota
-from headwater.metadata.configs import effective_topic_config
+from headwater.metadata.configs import ConfigSource, effective_topic_config
 from headwater.metadata.image import BrokerEndpoint, BrokerInfo, ClusterImage, TopicImage
 from headwater.protocol.apis import ApiKey, Request, api_versions_unsupported, decode_request, encode_response
 from headwater.protocol.errors import ErrorCode, KafkaError
@@ -65,6 +65,7 @@ class Broker:
         # controller; without it, it is its own controller and keeps the image in a local file.
         self.authority: MetadataAuthority = ZkAuthority(
             self, connect, int(config.props.get("zookeeper.session.timeout.ms", 18000))) if connect else LocalAuthority(self)
+        self._configs = ConfigApis(self)  # first: it holds the dynamic configs every log config reads
         self._image_waiters: list[asyncio.Future[None]] = []
         self._image: ClusterImage = self.authority.initial_image()
         self.logs = LogManager(list(config.log_dirs), self._default_log_config(), clock_ms=now_ms)
@@ -77,8 +78,6 @@ class Broker:
         self.user_configs = UserConfigs(self.authority, self.quotas)
         # ACLs (when an authorizer is configured) and the audit log; ACLs come from ZooKeeper in a cluster.
         self.authz = Authz(config.props, config.log_dirs[0], config.broker_id)
-        # Dynamic broker configs (throttle rates...): this broker's own, over the cluster default.
-        self.dynamic_configs: dict[str, str] = {}
         self._fetch = FetchApis(self)
         self.replicas = ReplicaManager(
             config.broker_id, self.logs,
@@ -97,7 +96,6 @@ class Broker:
         self._dir_failures: asyncio.Task[None] | None = None
         self.topic_creator = TopicCreator(self)
         self.groups = GroupShell(self)
-        self._configs = ConfigApis(self)
         self._handlers: dict[int, Callable[[Request], Any]] = {}
         for family in (MetadataApis(self), ProduceApis(self), self._fetch, OffsetApis(self), TopicApis(self),
                        self._configs, QuotaApis(self), LogDirApis(self), SecurityApis(self), self.groups,
@@ -150,8 +148,10 @@ class Broker:
         return LogConfig.from_properties({k: v for k, (v, _src) in effective_topic_config({}, self.config.props).items()})
 
     def log_config(self, topic: TopicImage) -> LogConfig:
-        effective = effective_topic_config(topic.configs, self.config.props)
-        return LogConfig.from_properties({k: v for k, (v, _src) in effective.items()})
+        return LogConfig.from_properties({k: v for k, (v, _src) in self.effective_topic_config(topic.configs).items()})
+
+    def effective_topic_config(self, overrides: Mapping[str, str]) -> dict[str, tuple[str, ConfigSource]]:
+        return effective_topic_config(overrides, self.config.props, *self._configs.dynamic_maps())
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

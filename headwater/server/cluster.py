@@ -33,7 +33,6 @@ from headwater.controller import effects as fx
 from headwater.controller import events as ev
 from headwater.controller.controller import ControllerConfig, not_controller_response
 from headwater.metadata import zk as znodes
-from headwater.metadata.configs import effective_topic_config
 from headwater.metadata.image import BrokerEndpoint, BrokerInfo, ClusterImage, PartitionState, TopicImage
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import ControlledShutdownRequest, iter_leader_and_isr
@@ -312,7 +311,7 @@ class ClusterMember:
                     self.broker.replicas.set_topic_throttles(
                         topic, configs.get("leader.replication.throttled.replicas", ""),
                         configs.get("follower.replication.throttled.replicas", ""))
-                    effective = effective_topic_config(configs, self.broker.config.props)
+                    effective = self.broker.effective_topic_config(configs)
                     image_topic = TopicImage(topic, topic_id or uuid.UUID(int=0), {}, configs)
                     resolved = per_topic[topic] = (self.broker.log_config(image_topic),
                                                    int(effective["min.insync.replicas"][0]),

@@ -12,7 +12,10 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from headwater.controller import quota
+    from headwater.metadata.config_types import ConfigSource
     from headwater.metadata.image import BrokerInfo, ClusterImage, TopicImage
     from headwater.protocol.apis import Request
     from headwater.server.authn import Authenticator
@@ -46,7 +49,6 @@ class BrokerContext(Protocol):
     authority: MetadataAuthority
     topic_creator: TopicCreator
     groups: GroupShell
-    dynamic_configs: dict[str, str]
 
     @property
     def image(self) -> ClusterImage:
@@ -61,6 +63,10 @@ class BrokerContext(Protocol):
         ...
 
     def log_config(self, topic: TopicImage) -> LogConfig: ...
+
+    def effective_topic_config(self, overrides: Mapping[str, str]) -> dict[str, tuple[str, ConfigSource]]:
+        """Every topic config's value and source for a topic with these overrides, on this broker."""
+        ...
 
     def broker_address(self, broker_id: int) -> tuple[str, int] | None: ...
 

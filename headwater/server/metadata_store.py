@@ -33,6 +33,7 @@ class LocalMetadataStore:
 
 
 QUOTAS_FILE_NAME = "headwater-quotas.json"
+BROKER_CONFIGS_FILE_NAME = "headwater-broker-configs.json"
 
 
 class LocalQuotaStore:
@@ -42,8 +43,8 @@ class LocalQuotaStore:
     documents under the same names.
     """
 
-    def __init__(self, directory: Path) -> None:
-        self._path = directory / QUOTAS_FILE_NAME
+    def __init__(self, directory: Path, file_name: str = QUOTAS_FILE_NAME) -> None:
+        self._path = directory / file_name
 
     def load(self) -> dict[str, dict[str, str]]:
         if not self._path.exists():

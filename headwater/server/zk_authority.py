@@ -130,10 +130,9 @@ class ZkAuthority:
     async def write_topic_configs(self, topic: TopicImage, configs: dict[str, str]) -> None:
         await self.member.write_topic_configs(topic.name, configs)
 
-    async def dynamic_broker_configs(self) -> dict[str, str] | None:
-        merged = await self.member.entity_configs("brokers", "<default>")
-        merged.update(await self.member.entity_configs("brokers", str(self._ctx.config.broker_id)))
-        return merged
+    async def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:
+        return (await self.member.entity_configs("brokers", str(self._ctx.config.broker_id)),
+                await self.member.entity_configs("brokers", "<default>"))
 
     async def broker_entity_configs(self, entity: str) -> dict[str, str]:
         return await self.member.entity_configs("brokers", entity)

@@ -7,12 +7,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+from headwater.metadata import config_catalog as catalog
 from headwater.metadata.configs import (
-    DYNAMIC_BROKER_CONFIGS,
-    TOPIC_CONFIGS,
+    HEADWATER_BROKER_CONFIGS,
     ConfigSource,
     apply_incremental,
-    effective_topic_config,
+    validate_broker_update,
     validate_topic_configs,
 )
 from headwater.protocol.apis import ApiKey, Request
@@ -26,6 +26,8 @@ from headwater.server.context import BrokerContext
 class ConfigApis:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
+        self.dynamic_broker: dict[str, str] = {}  # /config/brokers/<this id> (a local file when standalone)
+        self.dynamic_default: dict[str, str] = {}  # /config/brokers/<default>
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -34,46 +36,61 @@ class ConfigApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
         }
 
+    def dynamic_maps(self) -> tuple[dict[str, str], dict[str, str]]:
+        """This broker's dynamic configs and the cluster-wide dynamic default, as stored."""
+        return self.dynamic_broker, self.dynamic_default
+
     async def describe_configs(self, req: Request) -> Any:
+        body = req.body
         result_cls = req.spec.response.DescribeConfigsResult
         entry_cls = result_cls.DescribeConfigsResourceResult
+        synonyms = req.version >= 1 and body.include_synonyms
+        documentation = req.version >= 3 and body.include_documentation
         results = []
-        for res in req.body.resources:
+        for res in body.resources:
             code, message, entries = ErrorCode.NONE, None, []
             try:
                 self._authorize_config(req, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS)
-                if res.resource_type == RESOURCE_TOPIC:
-                    topic = self.ctx.image.topics.get(res.resource_name)
-                    if topic is None:
-                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
-                    values = effective_topic_config(await self.ctx.authority.topic_configs(topic), self.ctx.config.props)
-                    types = {k: int(TOPIC_CONFIGS[k].type) for k in values}
-                elif res.resource_type == RESOURCE_BROKER:
-                    if res.resource_name not in ("", str(self.ctx.config.broker_id)):
-                        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {self.ctx.config.broker_id} but received {res.resource_name}")
-                    values = {k: (v, ConfigSource.STATIC_BROKER_CONFIG) for k, v in self.ctx.config.props.items()}
-                    values.update({k: (v, ConfigSource.DYNAMIC_BROKER_CONFIG) for k, v in self.ctx.dynamic_configs.items()})
-                    types = {k: int(key.type) for k, key in DYNAMIC_BROKER_CONFIGS.items()}
-                else:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
-                keys = res.configuration_keys
-                for name, (value, source) in sorted(values.items()):
-                    if keys is not None and name not in keys:
+                keys = None if res.configuration_keys is None else set(res.configuration_keys)
+                for e in await self._describe(res.resource_type, res.resource_name):
+                    if keys is not None and e.name not in keys:
                         continue
-                    entry: dict[str, Any] = dict(name=name, value=value, read_only=res.resource_type == RESOURCE_BROKER,
-                                                 is_sensitive=False, synonyms=[])
+                    entry: dict[str, Any] = dict(name=e.name, value=e.value, read_only=e.read_only,
+                                                 is_sensitive=e.is_sensitive)
                     if req.version == 0:
-                        entry["is_default"] = source == ConfigSource.DEFAULT_CONFIG
+                        entry["is_default"] = e.source == ConfigSource.DEFAULT_CONFIG
                     else:
-                        entry["config_source"] = int(source)
+                        entry["config_source"] = int(e.source)
+                        entry["synonyms"] = [entry_cls.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
+                                             for s in e.synonyms] if synonyms else []
                     if req.version >= 3:
-                        entry.update(config_type=types.get(name, 0), documentation=None)
+                        entry.update(config_type=int(e.type), documentation=e.documentation if documentation else None)
                     entries.append(entry_cls(**entry))
             except KafkaError as exc:
                 code, message = exc.code, exc.message
             results.append(result_cls(error_code=code, error_message=message, resource_type=res.resource_type,
                                       resource_name=res.resource_name, configs=entries))
         return req.response(throttle_time_ms=0, results=results)
+
+    async def _describe(self, resource_type: int, name: str) -> list[catalog.Entry]:
+        """Every config of the resource as Kafka's ConfigHelper.describeConfigs reports it."""
+        props = self.ctx.config.props
+        if resource_type == RESOURCE_TOPIC:
+            overrides = await self.ctx.authority.topic_configs(self._topic(name))
+            return catalog.describe_topic(overrides, self.dynamic_broker, self.dynamic_default, props)
+        if resource_type == RESOURCE_BROKER:
+            broker_id = self.ctx.config.broker_id
+            if name not in ("", str(broker_id)):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker_id} but received {name}")
+            entries = catalog.describe_broker(None if name == "" else broker_id, self.dynamic_broker,
+                                              self.dynamic_default, props)
+            # headwater's own dynamic keys are described like Kafka's, with their values.
+            own = self.dynamic_default if name == "" else {**self.dynamic_default, **self.dynamic_broker}
+            extra = [catalog.Entry(k, own[k], ConfigSource.DYNAMIC_BROKER_CONFIG if k in self.dynamic_broker and name
+                                   else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, False, False, (), t, None)
+                     for k, (t, _low, _d) in HEADWATER_BROKER_CONFIGS.items() if k in own]
+            return [e for e in entries if e.name not in HEADWATER_BROKER_CONFIGS] + extra
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
     def _authorize_config(self, req: Request, resource_type: int, name: str, op: AclOperation) -> None:
         """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for broker configs."""
@@ -90,7 +107,7 @@ class ConfigApis:
             if topic is not None:
                 configs = await self.ctx.authority.topic_configs(topic)
                 self.ctx.logs.update_config(name, self.ctx.log_config(replace(topic, configs=configs)))
-                max_bytes = int(effective_topic_config(configs, self.ctx.config.props)["max.message.bytes"][0])
+                max_bytes = int(self.ctx.effective_topic_config(configs)["max.message.bytes"][0])
                 for (t, _p), hosted in self.ctx.replicas.partitions.items():
                     if t == name:
                         hosted.max_message_bytes = max_bytes
@@ -98,22 +115,28 @@ class ConfigApis:
                                                   configs.get("follower.replication.throttled.replicas", ""))
 
     async def refresh_broker_configs(self) -> None:
-        merged = await self.ctx.authority.dynamic_broker_configs()
-        if merged is None:
-            return
-        self.ctx.dynamic_configs = merged
+        """Read the dynamic broker configs again and apply them (throttles, log defaults)."""
+        self.dynamic_broker, self.dynamic_default = await self.ctx.authority.dynamic_broker_configs()
+        merged = {**self.dynamic_default, **self.dynamic_broker}
         rates = [merged.get(k) for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")]
         self.ctx.replicas.set_throttle_rates(*(int(r) if r is not None else None for r in rates))
         reassignment_rate = merged.get("reassignment.throttled.rate")
         self.ctx.replicas.set_reassignment_rate(int(reassignment_rate) if reassignment_rate is not None else None)
+        await self.refresh_log_configs()  # a topic without an override follows the broker's log.* defaults
 
     async def alter_configs(self, req: Request) -> Any:
         async def replace_all(res: Any) -> None:
-            if res.resource_type != RESOURCE_TOPIC:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Only topic configs can be altered on this broker")
-            # AlterConfigs replaces the whole set.
-            await self._apply_topic_configs(res.resource_name, {c.name: c.value for c in res.configs},
-                                            req.body.validate_only)
+            # AlterConfigs replaces the whole set (of the topic, or of the broker's dynamic configs).
+            configs = {c.name: c.value for c in res.configs}
+            if res.resource_type == RESOURCE_BROKER:
+                nulls = [k for k, v in configs.items() if v is None]
+                if nulls:  # ConfigAdminManager.preprocess, for the legacy API
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+                await self._write_broker_configs(res.resource_name, configs, req.body.validate_only)
+            elif res.resource_type == RESOURCE_TOPIC:
+                await self._apply_topic_configs(res.resource_name, configs, req.body.validate_only)
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
         return await self._alter(req, replace_all)
 
@@ -154,19 +177,32 @@ class ConfigApis:
 
     async def _apply_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
         topic = self._topic(name)
-        validate_topic_configs(configs)
+        defaults = {k: v for k, (v, _src) in self.ctx.effective_topic_config({}).items()}
+        validate_topic_configs(configs, defaults)
         if validate_only:
             return
         await self.ctx.authority.write_topic_configs(topic, configs)
         await self.refresh_log_configs()
 
-    async def _alter_broker_configs(self, name: str, ops: list[tuple[str, int, str | None]], validate_only: bool) -> None:
+    def _broker_entity(self, name: str) -> str:
         broker_id = self.ctx.config.broker_id
         if name not in ("", str(broker_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unexpected broker id, expected {broker_id} or empty string, but received {name}")
-        entity = name or "<default>"
-        configs = apply_incremental(await self.ctx.authority.broker_entity_configs(entity), ops, broker=True)
+        return name or "<default>"
+
+    async def _alter_broker_configs(self, name: str, ops: list[tuple[str, int, str | None]], validate_only: bool) -> None:
+        entity = self._broker_entity(name)
+        current = await self.ctx.authority.broker_entity_configs(entity)
+        await self._write_broker_configs(name, apply_incremental(current, ops, broker=True), validate_only)
+
+    async def _write_broker_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
+        entity = self._broker_entity(name)
+        try:
+            validate_broker_update(configs, per_broker=bool(name))
+        except KafkaError as exc:
+            # ZkAdminManager names the resource in the message of a refused broker config.
+            raise KafkaError(exc.code, catalog.alter_error_message("BROKER", name, exc.message or "")) from None
         if not validate_only:
             await self.ctx.authority.write_broker_entity_configs(entity, configs)
             await self.refresh_broker_configs()

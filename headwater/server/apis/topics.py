@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from headwater.metadata.configs import effective_topic_config
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.security.acl import AclOperation
@@ -57,7 +56,7 @@ class TopicApis:
                                           topic_id=topic.topic_id if topic and not body.validate_only else uuid.UUID(int=0))
             if req.version >= 5:
                 if topic is not None:
-                    effective = effective_topic_config(topic.configs, self.ctx.config.props)
+                    effective = self.ctx.effective_topic_config(topic.configs)
                     fields.update(
                         num_partitions=len(topic.partitions),
                         replication_factor=topic.replication_factor,

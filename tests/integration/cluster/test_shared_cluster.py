@@ -6,7 +6,14 @@ import subprocess
 from pathlib import Path
 
 from cluster_support import LocalCluster, run_cli, wait_for
+from hw_support import RawConnection
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.protocol.admin import (
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 
 PARTITIONS = 4
 
@@ -115,3 +122,39 @@ def test_kafka_python_sees_the_cluster_and_round_trips(shared_cluster: LocalClus
     finally:
         consumer.close()
     assert got == sent
+
+
+def test_a_refused_config_change_changes_nothing_on_any_broker(shared_cluster: LocalCluster) -> None:
+    """ZkAdminManager.incrementalAlterConfigs validates the new set before it writes anything, so a
+    refused change (INVALID_CONFIG) leaves the topic's configs as they were, on the broker that
+    handled it and on every other, and a later change still goes through."""
+    cluster = shared_cluster
+    topic = "refused-config"
+    cluster.create_topic(topic, 1, 3, **{"retention.ms": "100000"})
+
+    def alter(address: str, value: str) -> int:
+        R = IncrementalAlterConfigsRequest.AlterConfigsResource
+        with RawConnection(address) as conn:
+            resp = conn.request(IncrementalAlterConfigsRequest(version=1, validate_only=False, resources=[
+                R(resource_type=2, resource_name=topic, configs=[R.AlterableConfig(name="retention.ms", config_operation=0,
+                                                                                  value=value)])]),
+                IncrementalAlterConfigsResponse, 1)
+        return int(resp.responses[0].error_code)
+
+    def retention(address: str) -> str:
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        with RawConnection(address) as conn:
+            resp = conn.request(DescribeConfigsRequest(version=4, include_synonyms=False, include_documentation=False,
+                                                       resources=[R(resource_type=2, resource_name=topic,
+                                                                    configuration_keys=["retention.ms"])]),
+                                DescribeConfigsResponse, 4)
+        configs = resp.results[0].configs  # none until this broker's metadata has the topic
+        return str(configs[0].value) if configs else ""
+
+    addresses = [b.bootstrap for b in cluster.brokers.values()]
+    # Every broker caches the topic's configs once it has read them.
+    wait_for(lambda: all(retention(a) == "100000" for a in addresses), 30, "every broker describing the topic")
+    assert alter(addresses[0], "abc") == 40
+    assert [retention(a) for a in addresses] == ["100000"] * len(addresses)
+    assert alter(addresses[0], "200000") == 0
+    wait_for(lambda: all(retention(a) == "200000" for a in addresses), 30, "every broker seeing the new value")
