@@ -20,9 +20,11 @@ Expected answers from Kafka 3.9's broker:
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
@@ -39,6 +41,7 @@ from kafka.protocol.admin import (
 from headwater.admin.local import BrokerProcess
 from headwater.metadata.config_catalog import BROKER_CONFIGS, TOPIC_CONFIGS
 
+JS = Path(__file__).resolve().parents[1] / "js"
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
 INVALID_CONFIG = 40
@@ -197,3 +200,20 @@ def test_configs_tool_describes_all_and_the_broker_default(broker_factory: Calla
     out = cli("--describe", "--entity-type", "brokers", "--entity-default").splitlines()
     assert out == ["Default configs for brokers in the cluster are:",
                    "  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2}"]
+
+
+def test_kafkajs_sets_a_broker_throttle_with_alter_configs(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """KafkaJS's admin.alterConfigs is the legacy AlterConfigs (API 33): on a BROKER resource it
+    replaces the broker's dynamic configs (ZkAdminManager.alterConfigs), so a throttle set through it
+    is described as DYNAMIC_BROKER_CONFIG; a read-only config is refused with INVALID_CONFIG."""
+    b = broker_factory()
+
+    def alter(setting: str) -> dict[str, Any]:
+        done = subprocess.run(["node", str(JS / "broker_config.js"), b.bootstrap, "1", setting], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return dict(json.loads(done.stdout))
+
+    assert alter("leader.replication.throttled.rate=1048576") == {
+        "error": None, "value": "1048576", "source": DYNAMIC_BROKER}
+    assert alter("broker.id=7") == {"error": "INVALID_CONFIG", "value": "1", "source": STATIC}
