@@ -8,6 +8,13 @@ latency at a steady 10,000 msg/s.
 
     .venv/bin/python benchmarks/datapath.py [--mib 256] [--rounds 1]
 
+With ``--topic-compression zstd`` (or lz4, gzip, snappy) it measures instead what a topic's
+compression.type costs the leader: headwater alone, the same uncompressed producer writing the same
+messages to a topic with compression.type=producer (stored as sent) and then to one with the codec
+(every batch rebuilt and compressed on append), and the bytes each topic holds on disk. ``--payload
+text`` makes the messages compressible (the default, random bytes, is not). In this mode the messages
+are 4096 distinct ones, cycled, so no batch holds the same message twice.
+
 Prints one JSON line.
 """
 
@@ -16,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -45,14 +53,34 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
+def create_topic(bootstrap: str, topic: str, configs: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+    for fut in admin.create_topics([NewTopic(topic, 1, 1, config=configs or {})]).values():
         fut.result(30)
 
 
-def produce(bootstrap: str, topic: str, count: int, conf: dict[str, Any] | None = None) -> float:
-    """Seconds to produce ``count`` messages (acks=1); ``conf`` adds client settings (e.g. security)."""
+PAYLOAD_POOL = 4096  # distinct messages cycled through: 4 MiB, more than a batch, so a batch never repeats one
+
+
+def payloads(kind: str) -> list[bytes]:
+    """Distinct messages: random bytes (incompressible), or JSON-like text lines with random numbers."""
+    if kind == "random":
+        return [os.urandom(MESSAGE_BYTES) for _ in range(PAYLOAD_POOL)]
+    rng = random.Random(7)
+    out = []
+    for _ in range(PAYLOAD_POOL):
+        parts: list[bytes] = []
+        while sum(map(len, parts)) < MESSAGE_BYTES:
+            parts.append(b'{"user":%d,"event":"page_view","path":"/items/%d","ms":%d},'
+                         % (rng.randrange(10**6), rng.randrange(1000), rng.randrange(10**9)))
+        out.append(b"".join(parts)[:MESSAGE_BYTES])
+    return out
+
+
+def produce(bootstrap: str, topic: str, count: int, conf: dict[str, Any] | None = None,
+            pool: list[bytes] | None = None) -> float:
+    """Seconds to produce ``count`` messages (acks=1); ``conf`` adds client settings (e.g. security).
+    Every message is the same random 1 KiB unless ``pool`` gives messages to cycle through."""
     payload = os.urandom(MESSAGE_BYTES)
     p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1_000_000,
                   "queue.buffering.max.kbytes": 1_048_576, "queue.buffering.max.messages": 1_000_000, **(conf or {})})
@@ -66,7 +94,8 @@ def produce(bootstrap: str, topic: str, count: int, conf: dict[str, Any] | None 
     for i in range(count):
         while True:
             try:
-                p.produce(topic, value=payload, key=b"%d" % i, on_delivery=on_delivery)
+                p.produce(topic, value=payload if pool is None else pool[i % len(pool)], key=b"%d" % i,
+                          on_delivery=on_delivery)
                 break
             except BufferError:
                 p.poll(0.01)
@@ -164,12 +193,59 @@ def run_one(name: str, bootstrap: str, pid: int, count: int, with_kcat: bool) ->
     return result
 
 
+def high_watermark(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1])
+    finally:
+        c.close()
+
+
+def partition_mib(log_dir: Path, topic: str) -> float:
+    return round(sum(f.stat().st_size for f in (log_dir / f"{topic}-0").glob("*.log")) / (1 << 20), 1)
+
+
+def run_topic_compression(root: Path, count: int, codec: str, payload_kind: str) -> dict[str, Any]:
+    """The same uncompressed producer into compression.type=producer, then into compression.type=``codec``."""
+    pool = payloads(payload_kind)
+    hw = BrokerProcess(1, free_port(), root / "headwater", {"log.segment.bytes": str(256 << 20)})
+    hw.start()
+    mb = count * MESSAGE_BYTES / 1e6
+    out: dict[str, Any] = {"payload": payload_kind, "producer_compression": "none"}
+    try:
+        for label, configs in (("producer", {"compression.type": "producer"}), (codec, {"compression.type": codec})):
+            topic = f"bench-{label}"
+            create_topic(hw.bootstrap, topic, configs)
+            seconds = produce(hw.bootstrap, topic, count, pool=pool)
+            if high_watermark(hw.bootstrap, topic) != count:
+                raise RuntimeError(f"{topic}: high watermark is not {count}")
+            out[f"produce_mb_s_topic_{label}"] = round(mb / seconds, 1)
+            out[f"stored_mib_topic_{label}"] = partition_mib(hw.data_dir / "broker-1-logs", topic)
+            print(f"topic compression.type={label}: {mb / seconds:.1f} MB/s", file=sys.stderr)
+    finally:
+        hw.stop()
+    out["produce_ratio"] = round(out[f"produce_mb_s_topic_{codec}"] / out["produce_mb_s_topic_producer"], 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--topic-compression", choices=["zstd", "lz4", "gzip", "snappy"], default=None,
+                        help="headwater alone: produce MB/s into compression.type=producer and into this codec")
+    parser.add_argument("--payload", choices=["random", "text"], default="random",
+                        help="with --topic-compression: random (incompressible) or text messages")
     args = parser.parse_args()
     count = args.mib * 1024 * 1024 // MESSAGE_BYTES
     root = Path(tempfile.mkdtemp(prefix="headwater-bench-", dir=os.environ.get("BENCH_DIR")))
+    if args.topic_compression is not None:
+        try:
+            result = {"benchmark": "datapath-topic-compression", "messages": count, "message_bytes": MESSAGE_BYTES,
+                      "headwater": run_topic_compression(root, count, args.topic_compression, args.payload)}
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(json.dumps(result))
+        return
     results: dict[str, Any] = {"benchmark": "datapath", "messages": count, "message_bytes": MESSAGE_BYTES}
     try:
         hw = BrokerProcess(1, free_port(), root / "headwater", {"log.segment.bytes": str(256 << 20)})

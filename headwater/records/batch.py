@@ -3,7 +3,10 @@
 The broker never decodes individual records on the hot path: it reads the 61-byte batch header,
 checks the CRC, and rewrites the base offset and the partition leader epoch in place. Neither of
 those two fields is covered by the CRC (it starts at ``attributes``), so assigning offsets does not
-require re-encoding or re-checksumming, and compressed batches are stored exactly as sent.
+require re-encoding or re-checksumming, and compressed batches are stored exactly as sent, unless
+the topic asks otherwise: a LogAppendTime topic stamps the max timestamp (``set_max_timestamp``,
+which recomputes the CRC) and a topic with its own compression.type rebuilds the batch
+(``records.convert_batch``).
 
 Layout (big-endian), offsets in bytes from the start of the batch::
 
@@ -51,6 +54,7 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40  # the base timestamp is the delete horizon (KIP-534)
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -58,6 +62,8 @@ NO_SEQUENCE = -1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_UINT32 = struct.Struct(">I")
 
 
 class CorruptRecordError(ValueError):
@@ -100,6 +106,11 @@ class BatchHeader:
     @property
     def is_transactional(self) -> bool:
         return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_log_append_time(self) -> bool:
+        """The timestamp type bit: every record's timestamp is ``max_timestamp`` (LogAppendTime)."""
+        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
 
     @property
     def is_control(self) -> bool:
@@ -186,6 +197,26 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + LEADER_EPOCH_POS, epoch)
+
+
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, header: BatchHeader, log_append_time: bool,
+                      max_timestamp: int) -> bool:
+    """Kafka's ``DefaultRecordBatch.setMaxTimestamp``: write the timestamp type bit and the max
+    timestamp in place and recompute the CRC (both are covered by it); the records and their
+    timestamp deltas stay as they are. Like Kafka, the attributes are rewritten from the batch's
+    codec, transactional and control bits (and the delete-horizon bit), nothing else.
+
+    Returns False (nothing written) when the batch already says exactly that."""
+    if header.max_timestamp == max_timestamp and bool(header.attributes & TIMESTAMP_TYPE_MASK) == log_append_time:
+        return False
+    attributes = header.attributes & (COMPRESSION_MASK | TRANSACTIONAL_MASK | CONTROL_MASK | DELETE_HORIZON_MASK)
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_MASK
+    _INT16.pack_into(buf, pos + ATTRIBUTES_POS, attributes)
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, max_timestamp)
+    view = memoryview(buf)[pos + ATTRIBUTES_POS : pos + header.size]
+    _UINT32.pack_into(buf, pos + CRC_POS, crc32c.crc32c(view))
+    return True
 
 
 def assign_offsets(

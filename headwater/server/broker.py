@@ -206,8 +206,9 @@ class Broker:
                 if retention_due:
                     last_retention = time.monotonic()
                 self.logs.tick(now_ms(), enforce_retention=retention_due)
-                # fsyncs run on a worker thread: on a busy disk one can take seconds.
-                rolled = self.logs.rolled_logs()
+                # fsyncs run on a worker thread: on a busy disk one can take seconds. Rolled logs,
+                # and logs whose flush.ms is due.
+                rolled = self.logs.logs_to_flush(now_ms())
                 if rolled:
                     await asyncio.to_thread(self.logs.flush_logs, rolled)
                 if time.monotonic() - last_checkpoint >= CHECKPOINT_INTERVAL_S:

@@ -55,7 +55,7 @@ from headwater.replication.throttle import (
 )
 from headwater.replication.types import EpochEndOffset, HighWatermarkUpdate
 from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
-from headwater.storage import LogConfig, LogManager, PartitionLog
+from headwater.storage import AppendResult, LogConfig, LogManager, PartitionLog
 from headwater.storage.producers import SequenceGapError
 
 log = logging.getLogger(__name__)
@@ -388,24 +388,31 @@ class ReplicaManager:
     def hosted(self, topic: str, partition: int) -> Hosted | None:
         return self.partitions.get((topic, partition))
 
-    def append(self, hosted: Hosted, records: bytearray, acks: int, timeout_ms: int) -> tuple[int, asyncio.Future[ErrorCode] | None]:
-        """Append as leader; return the base offset and, for acks=all, a future of the final error."""
+    def append(self, hosted: Hosted, records: bytearray, acks: int,
+               timeout_ms: int) -> tuple[AppendResult, asyncio.Future[ErrorCode] | None]:
+        """Append as leader; return what was appended and, when the answer must wait, a future of
+        the final error: for acks=all, until the high watermark covers the batch; and, when the
+        topic's flush.messages is reached, until the fsync is done (Kafka's UnifiedLog.append
+        flushes before it returns; here a worker thread does, and the answer waits for it)."""
         replica, plog = hosted.replica, hosted.plog
         error = replica.check_append(acks)
         if error != ErrorCode.NONE:
             raise KafkaError(error)
         now = now_ms()
         try:
-            result = plog.append_as_leader(records, replica.leader_epoch, now)
+            result = plog.append_as_leader(records, replica.leader_epoch, now, max_batch_bytes=hosted.max_message_bytes)
         except SequenceGapError as gap:
             raise self._sequence_gap(replica, gap, now) from None
         update = replica.on_local_append(plog.log_end_offset, now)
         if update is not None:
             self._apply_hw(hosted, update)
+        flushed: asyncio.Future[ErrorCode] | None = None
         if not result.duplicate:
             self._wake(replica.topic, replica.partition)
+            if plog.flush_by_messages_due:
+                flushed = asyncio.ensure_future(_flush_through(plog, plog.log_end_offset))
         if acks != -1:
-            return result.base_offset, None
+            return result, flushed
         check = replica.ack_check(result.last_offset + 1)
         fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
         if check.done:
@@ -413,7 +420,9 @@ class ReplicaManager:
         else:
             hosted.acks.add(fut, result.last_offset + 1, now + timeout_ms)
             self._acks_waiting[(replica.topic, replica.partition)] = hosted
-        return result.base_offset, fut
+        if flushed is not None:
+            return result, asyncio.ensure_future(_first_error(flushed, fut))
+        return result, fut
 
     def _sequence_gap(self, replica: PartitionReplica, gap: SequenceGapError, now: int) -> KafkaError:
         """The error for a batch that skips sequences of its producer.
@@ -732,6 +741,10 @@ class ReplicaManager:
                 whole = _whole_batches(records)
                 plog.append_as_follower(whole)
                 appended = len(whole)
+                if plog.flush_by_messages_due:
+                    # flush.messages holds on a follower too (the same UnifiedLog.append): the next
+                    # fetch waits for the fsync, as Kafka's fetcher thread does.
+                    await asyncio.to_thread(plog.flush_through, plog.log_end_offset)
             update = fetcher.on_appended(plog.log_end_offset, plog.latest_epoch())
             if update.high_watermark != plog.high_watermark:
                 plog.high_watermark = update.high_watermark
@@ -773,6 +786,21 @@ class ReplicaManager:
         action2 = fetcher.on_leader_offsets(leader_log_start_offset=offsets[EARLIEST], leader_log_end_offset=offsets[LATEST],
                                             log_end_offset=h.plog.log_end_offset, now_ms=now_ms())
         await self._carry_out(leader_id, h, action2, b"")
+
+
+async def _flush_through(plog: PartitionLog, offset: int) -> ErrorCode:
+    """fsync ``plog`` through ``offset`` on a worker thread; the error a produce answers if it fails."""
+    try:
+        await asyncio.to_thread(plog.flush_through, offset)
+    except KafkaError as exc:  # its log dir is reported failed by the log itself
+        return exc.code
+    return ErrorCode.NONE
+
+
+async def _first_error(*waits: asyncio.Future[ErrorCode]) -> ErrorCode:
+    """Wait for every future; the first error among them in order, else NONE."""
+    errors = [await w for w in waits]
+    return next((e for e in errors if e != ErrorCode.NONE), ErrorCode.NONE)
 
 
 def _whole_batches(records: bytes) -> bytes:

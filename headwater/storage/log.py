@@ -6,7 +6,11 @@ Rules:
   then end before the next one begins, but segments never overlap.
 - ``log_start_offset <= high_watermark <= log_end_offset`` after every operation.
 - Only the last segment (the active one) is appended to; it is rolled before an append that would
-  overflow segment.bytes, when it is older than segment.ms, or when relative offsets would overflow int32.
+  overflow segment.bytes, when it is older than segment.ms less its random segment.jitter.ms, when
+  its offset or time index holds what segment.index.bytes allows, or when relative offsets would
+  overflow int32.
+- A leader append is validated and converted first (``validator.py``): the topic's compression.type,
+  message.timestamp.type and timestamp window. A follower appends the leader's bytes as they are.
 - Nothing is written for an append that is rejected, and a failed write leaves the file as it was.
 - A segment leaving the log (retention, truncation) is renamed ``*.deleted`` and its fds are closed and
   its files unlinked only ``file.delete.delay.ms`` later, and never within ``SEND_GRACE_MS`` of a
@@ -14,9 +18,12 @@ Rules:
 - Open files: only the active segment's ``.log`` stays open. Index files are written at each
   sync and closed; an older segment's ``.log`` is opened by a read and closed by
   ``release_idle_files`` once nobody read it for ``max(file.delete.delay.ms, IDLE_FILE_MS)``.
-- All methods run on one thread, except ``flush`` which may run on another: it touches only duplicated
-  fds, taken under ``_lock``, and index files under ``_lock`` plus each index's own lock; every change
-  to the segment list and every close of an fd happens under ``_lock``.
+- All methods run on one thread, except ``flush`` and ``flush_through`` which may run on another
+  (one at a time, under ``_flush_lock``): they touch only duplicated fds, taken under ``_lock``, and
+  index files under ``_lock`` plus each index's own lock; every change to the segment list and every
+  close of an fd happens under ``_lock``.
+- Segment files are never preallocated, whatever ``preallocate`` says: every rule here (and recovery)
+  takes a file's length as the end of its last batch.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import contextlib
 import itertools
 import logging
 import os
+import random
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -33,9 +41,8 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.records.batch import BatchHeader, CorruptRecordError, assign_offsets, iter_batches
-from headwater.records.records import keyless_records
 from headwater.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from headwater.storage.config import LogConfig
 from headwater.storage.epochs import LeaderEpochCache
@@ -51,6 +58,7 @@ from headwater.storage.segment import (
     offset_file_name,
 )
 from headwater.storage.swap import SWAP_SUFFIX, complete_interrupted_swaps, segment_files
+from headwater.storage.validator import validate_and_convert
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +78,10 @@ class AppendResult:
     last_offset: int
     max_timestamp: int
     duplicate: bool = False  # a retried idempotent batch: nothing was written
+    # What Produce answers as log_append_time_ms: the append time on a LogAppendTime topic, else -1;
+    # for a duplicate, the original batch's max timestamp (Kafka's UnifiedLog.append sets
+    # logAppendTime to the duplicate's timestamp whatever the topic's timestamp type).
+    log_append_time: int = -1
 
 
 @dataclass(frozen=True)
@@ -127,13 +139,17 @@ class PartitionLog:
         log_start_offset: int = 0,
         high_watermark: int = 0,
         clean_shutdown: bool = False,
+        rng: random.Random | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.directory = directory
         self.config = config
         self._clock_ms = clock_ms
+        self._rng = rng if rng is not None else random.Random()  # segment.jitter.ms draws
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # one flush at a time (appends may ask for one, so may the broker)
+        self.last_flush_ms = clock_ms()  # when a flush last moved the recovery point (flush.ms counts from it)
         self._truncations = 0  # a flush on another thread does not move the recovery point past a truncation
         self.flush_due = False
         """Rolled since the last flush: the broker flushes it off the event loop (``LogManager.rolled_logs``)."""
@@ -264,6 +280,8 @@ class PartitionLog:
             # directories before the recovery point moves past anything written here.
             self._directory_unsynced = True
         self._bases = [s.base_offset for s in self._segments]
+        for seg in self._segments:
+            seg.roll_jitter_ms = self._random_jitter()
         active = self._active
         if active.size_bytes:
             first = active.read_header(0)
@@ -367,31 +385,46 @@ class PartitionLog:
             raise KafkaError(ErrorCode.INVALID_RECORD, "produce request has no record batches")
         return batches
 
-    def append_as_leader(self, records: bytearray, leader_epoch: int, now_ms: int) -> AppendResult:
-        """Validate, assign offsets in place (stamping ``leader_epoch``), write. See the module rules."""
+    def append_as_leader(
+        self, records: bytearray, leader_epoch: int, now_ms: int, *, max_batch_bytes: int | None = None
+    ) -> AppendResult:
+        """Validate, convert as the topic's configs ask (``validator.py``), assign offsets in place
+        (stamping ``leader_epoch``), write. See the module rules. ``max_batch_bytes``
+        (max.message.bytes) is checked again on batches the topic's compression.type rebuilt, as
+        Kafka's UnifiedLog.append does after a recompression."""
         self._check_open()
         if not isinstance(records, bytearray):
             records = bytearray(records)
         batches = self._parse_batches(records)
-        if self.config.compact:
-            self._check_keys(records, batches)
-        leo = self.log_end_offset
-        next_offset = leo
-        staged: dict[int, ProducerEntry] = {}
-        plan: list[tuple[int, int, int, int, int]] = []
-        max_ts = -1
         for pos, header in batches:
             if header.record_count == 0 or header.record_count != header.last_offset_delta + 1:
                 raise KafkaError(
                     ErrorCode.INVALID_RECORD,
                     f"batch at byte {pos}: record count {header.record_count} disagrees with last offset delta {header.last_offset_delta}",
                 )
+        checked = validate_and_convert(records, batches, self.config, now_ms, f"{self.topic}-{self.partition}")
+        records, batches = checked.records, checked.batches
+        if checked.rebuilt and max_batch_bytes is not None:
+            for _, header in batches:
+                if header.size > max_batch_bytes:
+                    raise KafkaError(
+                        ErrorCode.MESSAGE_TOO_LARGE,
+                        f"Message batch size is {header.size} bytes in append to partition {self.topic}-{self.partition} "
+                        f"which exceeds the maximum configured size of {max_batch_bytes}.",
+                    )
+        leo = self.log_end_offset
+        next_offset = leo
+        staged: dict[int, ProducerEntry] = {}
+        plan: list[tuple[int, int, int, int, int]] = []
+        max_ts = -1
+        for pos, header in batches:
             base, last = next_offset, next_offset + header.last_offset_delta
             if tracks_sequence(header):
                 duplicate = self.producer_state.validate(header, staged, base, last)
                 if duplicate is not None:
                     return AppendResult(
-                        duplicate.first_offset, duplicate.last_offset, duplicate.max_timestamp, duplicate=True
+                        duplicate.first_offset, duplicate.last_offset, duplicate.max_timestamp, duplicate=True,
+                        log_append_time=duplicate.max_timestamp,
                     )
             plan.append((pos, header.size, base, last, header.max_timestamp))
             max_ts = max(max_ts, header.max_timestamp)
@@ -400,24 +433,7 @@ class PartitionLog:
         self._write(records, plan, next_offset - 1, now_ms)
         self.producer_state.commit(staged)
         self.epochs.assign(leader_epoch, leo)
-        return AppendResult(leo, next_offset - 1, max_ts)
-
-    def _check_keys(self, records: bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
-        """Kafka's LogValidator: the cleaner keeps records by key, so a compacted topic refuses
-        a record without one, and with it the whole batch, naming every such record."""
-        try:
-            missing = keyless_records(records, batches)
-        except CorruptRecordError as exc:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
-        if missing:
-            why = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.partition}"
-            errors = [(i, why) for i in missing]
-            raise RecordValidationError(
-                ErrorCode.INVALID_RECORD,
-                f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
-                f"showing the first three errors at most: {errors[:3]}",
-                errors,
-            )
+        return AppendResult(leo, next_offset - 1, max_ts, log_append_time=checked.log_append_time_ms)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry offsets and leader epochs, at or after the LEO.
@@ -462,13 +478,24 @@ class PartitionLog:
             seg.rolling_base_ms = now_ms
 
     def _should_roll(self, seg: LogSegment, size: int, last_offset: int, now_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll: the segment would overflow segment.bytes, is older than
+        segment.ms (or max.compaction.lag.ms) less its roll jitter, has a full offset or time index
+        (segment.index.bytes), or cannot hold the offsets as int32 deltas. An empty segment never
+        rolls (Kafka rolls it into an empty one at the same offset: the same thing)."""
         if seg.size_bytes == 0:
             return False
-        if seg.size_bytes + size > self.config.segment_bytes:
+        cfg = self.config
+        if seg.size_bytes + size > cfg.segment_bytes:
             return True
-        if seg.rolling_base_ms is not None and now_ms - seg.rolling_base_ms > self.config.max_segment_ms:
+        if seg.rolling_base_ms is not None and now_ms - seg.rolling_base_ms > cfg.max_segment_ms - seg.roll_jitter_ms:
+            return True
+        if len(seg.offset_index) >= cfg.max_offset_index_entries or len(seg.time_index) >= cfg.max_time_index_entries:
             return True
         return last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
+
+    def _random_jitter(self) -> int:
+        """A new segment's roll jitter (segment.jitter.ms), drawn once per segment as Kafka does."""
+        return self.config.random_segment_jitter(self._rng.getrandbits(31))
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active one is empty)."""
@@ -489,6 +516,7 @@ class PartitionLog:
         # Checked by CRC on load: a snapshot an OS crash left torn is skipped for an older one.
         self._write_snapshot(new_base, durable=False)
         new = LogSegment.create(self.directory, new_base)
+        new.roll_jitter_ms = self._random_jitter()
         self._directory_unsynced = True
         old.last_read_ms = now_ms  # consumers close behind the end read it next; keep it open a while
         with self._lock:
@@ -748,6 +776,7 @@ class PartitionLog:
             for seg in old:
                 seg.rename_deleted()
             new = LogSegment.create(self.directory, offset)
+            new.roll_jitter_ms = self._random_jitter()
             due = self._clock_ms() + self.config.file_delete_delay_ms
             with self._lock:
                 self._segments = [new]
@@ -852,10 +881,39 @@ class PartitionLog:
 
     # ---- durability ------------------------------------------------------------------------------
 
+    @property
+    def unflushed_messages(self) -> int:
+        """Offsets written since the recovery point (Kafka's LocalLog.unflushedMessages)."""
+        return self.log_end_offset - self.recovery_point
+
+    @property
+    def flush_by_messages_due(self) -> bool:
+        """flush.messages: as many messages as that are not fsynced. Kafka's UnifiedLog.append then
+        flushes before it returns; the broker fsyncs on a worker thread before it answers
+        (``ReplicaManager.append``), as no fsync runs on the event loop."""
+        return self.unflushed_messages >= self.config.flush_messages
+
+    def flush_by_time_due(self, now_ms: int) -> bool:
+        """flush.ms: something is unflushed and the last flush is at least that old (Kafka's
+        LogManager.flushDirtyLogs; the broker's housekeeping asks every second)."""
+        return now_ms - self.last_flush_ms >= self.config.flush_ms and self.unflushed_messages > 0
+
+    def flush_through(self, offset: int) -> None:
+        """Flush unless the recovery point is at ``offset`` already (a flush that ran meanwhile covered
+        it): many appends asking for a flush at once cost one fsync. Any thread."""
+        with self._flush_lock:
+            if self.recovery_point >= offset:
+                return
+            self._flush()
+
     def flush(self) -> None:
         """fsync everything past the recovery point, then move the recovery point to the log end
         offset seen at the start. Safe to call from another thread: a truncation meanwhile (on the
-        event loop) leaves the recovery point where the truncation put it."""
+        event loop) leaves the recovery point where the truncation put it. One flush runs at a time."""
+        with self._flush_lock:
+            self._flush()
+
+    def _flush(self) -> None:
         self.flush_due = False
         with self._lock:
             if self._closed:
@@ -887,6 +945,8 @@ class PartitionLog:
                 os.close(fd)
         with self._lock:
             if self._truncations == truncations:
+                if target > self._recovery_point:
+                    self.last_flush_ms = self._clock_ms()
                 self._recovery_point = max(self._recovery_point, target)
 
     def release_idle_files(self, now_ms: int) -> int:

@@ -327,6 +327,12 @@ class LogManager:
         """Logs that rolled a segment since their last flush (read on the event loop)."""
         return [p for p in self._logs.values() if p.flush_due]
 
+    def logs_to_flush(self, now_ms: int) -> list[PartitionLog]:
+        """Logs the housekeeping flushes now (read on the event loop, flushed by ``flush_logs``):
+        those that rolled since their last flush, and those whose flush.ms says their unflushed
+        data has waited long enough (Kafka's LogManager.flushDirtyLogs)."""
+        return [p for p in self._logs.values() if p.flush_due or p.flush_by_time_due(now_ms)]
+
     @staticmethod
     def flush_logs(logs: list[PartitionLog]) -> None:
         """Flush ``logs`` (``rolled_logs``) on a worker thread: the fsyncs a roll left for later.

@@ -76,6 +76,9 @@ class LogSegment:
         self.bytes_since_index = 0
         # Broker time of the first append, for segment.ms; None while empty.
         self.rolling_base_ms: int | None = None
+        # Taken off segment.ms for this segment's time roll (segment.jitter.ms), drawn by the log
+        # when the segment is created or loaded: Kafka's LogSegment.rollJitterMs.
+        self.roll_jitter_ms = 0
         self.closed = False
 
     # ---- lifecycle -------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from headwater.protocol.apis import ApiKey, Request
-from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.records import iter_batches
 from headwater.security.acl import AclOperation
 from headwater.server.authority import Handler
@@ -35,8 +35,10 @@ class ProduceApis:
             writable = self.ctx.authz.topic(req, AclOperation.WRITE, name)
             for pd in topic_data.partition_data:
                 base_offset, log_start, code, message = -1, -1, ErrorCode.NONE, None
+                log_append_time = -1  # the broker's append time on a LogAppendTime topic
                 record_errors: list[Any] = []
                 wait = None
+                hosted = None
                 try:
                     if acks not in (-1, 0, 1):
                         raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
@@ -55,16 +57,20 @@ class ProduceApis:
                                 ErrorCode.MESSAGE_TOO_LARGE,
                                 f"The batch of {header.size} bytes is larger than max.message.bytes={max_bytes}",
                             )
-                    base_offset, wait = self.ctx.replicas.append(hosted, bytearray(records), acks, body.timeout_ms)
+                    result, wait = self.ctx.replicas.append(hosted, bytearray(records), acks, body.timeout_ms)
+                    base_offset, log_append_time = result.base_offset, result.log_append_time
                     log_start = hosted.plog.log_start_offset
                 except KafkaError as exc:
                     code, message = exc.code, exc.message
                     record_errors = [part_resp_cls.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
                                      for i, m in getattr(exc, "record_errors", ())]
+                    if isinstance(exc, RecordValidationError) and hosted is not None:
+                        # Kafka's ReplicaManager answers a RecordValidationException with the log start offset.
+                        log_start = hosted.plog.log_start_offset
                 except ValueError as exc:  # a malformed batch header
                     code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)
                 part = part_resp_cls(index=pd.index, error_code=code, base_offset=base_offset,
-                                     log_append_time_ms=-1, log_start_offset=log_start, record_errors=record_errors,
+                                     log_append_time_ms=log_append_time, log_start_offset=log_start, record_errors=record_errors,
                                      error_message=message)
                 parts.append(part)
                 if wait is not None:
