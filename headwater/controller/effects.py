@@ -345,8 +345,8 @@ class ControllerResult:
 
     ``requests`` are built on first use, so that the shell can answer first: at 10,000 partitions
     they take longer to build than the answer takes to send. They come out the same whether read
-    before or after the writes are applied (the controller builds them before it applies any write
-    that could change them, and before it handles its next event)."""
+    before or after the writes are applied, or after later events: they are built from values
+    captured when the result was made."""
 
     writes: tuple[ZkWrite, ...] = ()
     response: Response | None = None
@@ -363,3 +363,8 @@ class ControllerResult:
     @property
     def built(self) -> bool:
         return self._requests is not None or self.build is None
+
+    def drop_requests(self) -> None:
+        """Requests not built yet never will be: the controller that decided them resigned (or was elected anew)."""
+        if self._requests is None:
+            self.build = None

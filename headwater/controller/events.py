@@ -4,7 +4,8 @@ Three kinds, which differ in how they may change the controller:
 
 * ZooKeeper facts (the shell saw them through a watch or a read): :class:`ControllerElected`,
   :class:`Resigned`, :class:`BrokerRegistered`, :class:`BrokerExpired`, :class:`TopicConfigChanged`.
-  They update the controller's cache directly, because ZooKeeper already holds them.
+  They change the controller's cache without a write (``ControllerState.load`` and
+  ``ControllerState.observe``), because ZooKeeper already holds them.
 * Requests from brokers and clients, each answered with a response: :class:`ControlledShutdownRequested`,
   :class:`AlterPartitionReceived`, :class:`CreateTopicsRequested`, :class:`DeleteTopicsRequested`,
   :class:`CreatePartitionsRequested`, :class:`AlterPartitionReassignmentsRequested`,

@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 from controller_harness import Simulation, Violation
 
-import headwater.controller.controller as controller_module
-from headwater.controller.controller import Election
+from headwater.controller import partition_change, replication_control
+from headwater.controller.replication_control import Election
 
 SEEDS = range(200)
 STEPS = 700
@@ -90,19 +90,19 @@ def test_catches_an_election_that_ignores_the_isr(monkeypatch: pytest.MonkeyPatc
                    shutting_down: set[int], *, unclean: bool = False) -> tuple[int, tuple[int, ...]] | None:
         return next(((r, (r,)) for r in replicas if r in live), None)
 
-    monkeypatch.setattr(controller_module, "elect_leader", first_live)
+    monkeypatch.setattr(replication_control, "elect_leader", first_live)
     message = _first_violation(range(10))
     assert ("acknowledged record" in message or "records were acknowledged" in message) and message.startswith("seed ")
 
 
 def test_catches_a_missing_leader_epoch_bump(monkeypatch: pytest.MonkeyPatch) -> None:
-    stage = controller_module.Controller._stage
+    stage = partition_change.PartitionChangeBuilder.stage
 
-    def no_bump(self: controller_module.Controller, *args: object, **kwargs: object) -> object:
+    def no_bump(self: partition_change.PartitionChangeBuilder, *args: object, **kwargs: object) -> object:
         kwargs["bump_leader_epoch"] = False
         return stage(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(controller_module.Controller, "_stage", no_bump)
+    monkeypatch.setattr(partition_change.PartitionChangeBuilder, "stage", no_bump)
     assert "two leaders" in _first_violation(range(10))
 
 

@@ -7,13 +7,7 @@ import json
 import pytest
 from controller_fixtures import EPOCH_VERSION, elect, reg, requests, run, snapshot, tp
 
-from headwater.controller.controller import (
-    ELECTION_RULES,
-    Election,
-    PartitionPhase,
-    elect_leader,
-    remove_from_isr,
-)
+from headwater.controller.controller import PartitionPhase
 from headwater.controller.effects import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
@@ -21,6 +15,12 @@ from headwater.controller.effects import (
     ZkOp,
 )
 from headwater.controller.events import BrokerExpired, BrokerRegistered, TopicConfigChanged
+from headwater.controller.replication_control import (
+    ELECTION_RULES,
+    Election,
+    elect_leader,
+    remove_from_isr,
+)
 from headwater.controller.znodes import PATHS, LeaderIsr
 
 

@@ -150,7 +150,7 @@ def test_without_a_limit_nothing_queues_and_no_queue_znode_is_written() -> None:
 
 
 def test_unusable_limits_mean_no_limit_and_an_unreadable_queue_reads_as_empty() -> None:
-    from headwater.controller.controller import UNLIMITED_MOVES, max_moves
+    from headwater.controller.state import UNLIMITED_MOVES, max_moves
     assert max_moves({}) == UNLIMITED_MOVES
     assert max_moves({"reassignment.max.concurrent.moves.per.broker": "x"}) == UNLIMITED_MOVES
     assert max_moves({"reassignment.max.concurrent.moves.per.broker": "0"}) == UNLIMITED_MOVES
