@@ -2,7 +2,7 @@
 
 Rules of the state machine (Kafka's classic rebalance protocol):
 
-* A group is in one of five states. ``TRANSITIONS`` below lists, for each state, the states a
+* A group is in one of five states. ``TRANSITIONS`` (``group.py``) lists, for each state, the states a
   group may enter it from; every state change goes through :meth:`_transition`, which refuses
   any other move. A group is created Empty (or loaded from the log as Empty or Stable).
 * Empty -> PreparingRebalance: a member joins. The join completes no earlier than
@@ -21,11 +21,8 @@ Rules of the state machine (Kafka's classic rebalance protocol):
 * any -> Dead: the group is deleted (DeleteGroups, offsets expired with no member), or its
   partition is unloaded. A Dead group answers nothing; it is gone from the cache.
 
-Offsets: a commit is answered once its records are committed; only then is it visible to
-OffsetFetch. Generation -1 commits are accepted for an Empty group (simple groups, admin tools).
-Offsets of an Empty group expire ``offsets.retention.minutes`` after it became Empty (for a
-group with no protocol type: after each commit), and the group with them. A Stable consumer
-group's offsets of topics none of its members subscribes to expire that long after their commit.
+Offsets (OffsetCommit, OffsetFetch, OffsetDelete, expiry) are in ``offsets.py``, with their rules;
+the groups' data (``Group``, ``Member``, the states and ``TRANSITIONS``) in ``group.py``.
 
 The shell passes time in (``now_ms`` on every call) and carries out the returned effects.
 """
@@ -34,16 +31,26 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from enum import Enum
 
 from headwater.coordinator import events as ev
+from headwater.coordinator import offsets
+from headwater.coordinator.group import (
+    TRANSITIONS,
+    CoordinatorConfig,
+    Group,
+    GroupState,
+    Member,
+    OffsetEntry,
+    PartitionLoad,
+    PendingWrite,
+    coordinator_write_error,
+    transition,
+)
 from headwater.coordinator.records import (
     GroupKey,
     GroupValue,
     MemberValue,
     OffsetKey,
-    OffsetValue,
     RecordFormatError,
     decode_group_value,
     decode_key,
@@ -51,155 +58,13 @@ from headwater.coordinator.records import (
     encode_group_key,
     encode_group_value,
     encode_offset_key,
-    encode_offset_value,
     partition_for,
-    subscribed_topics,
 )
 from headwater.protocol.errors import ErrorCode
 
-
-class GroupState(Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
+__all__ = ["TRANSITIONS", "CoordinatorConfig", "Group", "GroupCoordinator", "GroupState", "Member", "PartitionLoad"]
 
 S = GroupState
-# state -> the states a group may enter it from
-TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
-    S.PREPARING_REBALANCE: frozenset({S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY}),
-    S.COMPLETING_REBALANCE: frozenset({S.PREPARING_REBALANCE}),
-    S.STABLE: frozenset({S.COMPLETING_REBALANCE}),
-    S.EMPTY: frozenset({S.PREPARING_REBALANCE}),
-    S.DEAD: frozenset({S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD}),
-}
-
-
-class PartitionLoad(Enum):
-    LOADING = "loading"
-    LOADED = "loaded"
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorConfig:
-    num_partitions: int = 50
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    max_group_size: int = 2**31 - 1
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    offsets_retention_check_interval_ms: int = 600_000
-
-    @classmethod
-    def from_properties(cls, props: dict[str, str]) -> CoordinatorConfig:
-        def get(key: str, default: int) -> int:
-            raw = props.get(key)
-            try:
-                return default if raw is None else int(raw)
-            except ValueError as exc:
-                raise ValueError(f"{key}={raw!r} is not an integer") from exc
-
-        d = cls()
-        cfg = cls(
-            num_partitions=get("offsets.topic.num.partitions", d.num_partitions),
-            min_session_timeout_ms=get("group.min.session.timeout.ms", d.min_session_timeout_ms),
-            max_session_timeout_ms=get("group.max.session.timeout.ms", d.max_session_timeout_ms),
-            initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms", d.initial_rebalance_delay_ms),
-            max_group_size=get("group.max.size", d.max_group_size),
-            offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
-            offsets_retention_ms=get("offsets.retention.minutes", d.offsets_retention_ms // 60_000) * 60_000,
-            offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms",
-                                                    d.offsets_retention_check_interval_ms),
-        )
-        if cfg.num_partitions < 1:
-            raise ValueError("offsets.topic.num.partitions must be at least 1")
-        if not 0 < cfg.min_session_timeout_ms <= cfg.max_session_timeout_ms:
-            raise ValueError("group.min.session.timeout.ms must be positive and at most group.max.session.timeout.ms")
-        return cfg
-
-
-@dataclass(slots=True)
-class Member:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    assignment: bytes = b""
-    join_token: int | None = None
-    sync_token: int | None = None
-    heartbeat_deadline_ms: int = 0
-    is_new: bool = False
-
-    def metadata(self, protocol: str | None) -> bytes:
-        for name, meta in self.protocols:
-            if name == protocol:
-                return meta
-        return b""
-
-    def matches(self, protocols: tuple[tuple[str, bytes], ...]) -> bool:
-        return self.protocols == protocols
-
-
-@dataclass(slots=True)
-class OffsetEntry:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
-
-
-@dataclass(slots=True)
-class Group:
-    group_id: str
-    partition: int
-    state: GroupState = GroupState.EMPTY
-    state_timestamp_ms: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    generation: int = 0
-    leader_id: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline (MEMBER_ID_REQUIRED)
-    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
-    join_not_before_ms: int = 0
-    rebalance_deadline_ms: int = 0
-    sync_write: int | None = None  # the group record of this generation being written
-
-    def candidate_protocols(self) -> set[str]:
-        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
-        return set.intersection(*sets) if sets else set()
-
-    def supports(self, protocol_type: str, protocols: tuple[tuple[str, bytes], ...]) -> bool:
-        if not protocol_type or not protocols:
-            return False
-        if not self.members:
-            return self.protocol_type in (None, "", protocol_type)
-        names = {name for name, _ in protocols}
-        return self.protocol_type == protocol_type and bool(self.candidate_protocols() & names)
-
-    def all_joined(self) -> bool:
-        return not self.pending_members and all(m.join_token is not None for m in self.members.values())
-
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-
-@dataclass(frozen=True, slots=True)
-class _PendingWrite:
-    kind: str  # "commit" | "sync" | "delete-offsets" | "delete-groups" | "group" | "expire"
-    token: int | None
-    group_id: str
-    generation: int
-    offsets: tuple[tuple[tuple[str, int], OffsetEntry | None], ...] = ()
-    group_ids: tuple[str, ...] = ()
 
 
 class GroupCoordinator:
@@ -208,7 +73,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.partitions: dict[int, tuple[PartitionLoad, int]] = {}  # offsets partition -> (load state, leader epoch)
         self._write_ids = itertools.count(1)
-        self._pending: dict[int, _PendingWrite] = {}
+        self._pending: dict[int, PendingWrite] = {}
         # Member ids are "<client id>-<suffix>"; the shell passes uuids, tests a counter.
         self._suffixes = iter(new_member_suffix) if new_member_suffix is not None else (str(i) for i in itertools.count(1))
         self._next_retention_check_ms = 0
@@ -234,11 +99,11 @@ class GroupCoordinator:
             case ev.LeaveGroup():
                 self._leave(event, now_ms)
             case ev.OffsetCommit():
-                self._commit(event, now_ms)
+                offsets.commit(self, event, now_ms)
             case ev.OffsetFetch():
-                self._reply(event.token, self._fetch(event))
+                self._reply(event.token, offsets.fetch(self, event))
             case ev.OffsetDelete():
-                self._delete_offsets(event, now_ms)
+                offsets.delete_offsets(self, event, now_ms)
             case ev.ListGroups():
                 self._reply(event.token, self._list(event))
             case ev.DescribeGroups():
@@ -283,12 +148,9 @@ class GroupCoordinator:
             self._replies.append(ev.Reply(token, result))
 
     def _transition(self, group: Group, target: GroupState, now_ms: int) -> None:
-        if group.state not in TRANSITIONS[target]:
-            raise AssertionError(f"group {group.group_id}: illegal transition {group.state.value} -> {target.value}")
-        group.state = target
-        group.state_timestamp_ms = now_ms
+        transition(group, target, now_ms)
 
-    def _append(self, group: Group, records: list[tuple[bytes, bytes | None]], pending: _PendingWrite) -> int:
+    def _append(self, group: Group, records: list[tuple[bytes, bytes | None]], pending: PendingWrite) -> int:
         write_id = next(self._write_ids)
         epoch = self.partitions[group.partition][1]
         self._pending[write_id] = pending
@@ -386,7 +248,7 @@ class GroupCoordinator:
             # Same subscription: no rebalance; the group record names the new member id.
             assert group.protocol_name is not None
             self._append(group, [self._group_record(group, now_ms)],
-                         _PendingWrite("group", None, group.group_id, group.generation))
+                         PendingWrite("group", None, group.group_id, group.generation))
             self._reply(e.token, self._join_result(group, member, include_members=False))
             return
         member.join_token = e.token
@@ -486,7 +348,7 @@ class GroupCoordinator:
             group.leader_id = None
             self._transition(group, S.EMPTY, now_ms)
             self._append(group, [self._group_record(group, now_ms)],
-                         _PendingWrite("group", None, group.group_id, group.generation))
+                         PendingWrite("group", None, group.group_id, group.generation))
             return
         group.protocol_name = self._select_protocol(group)
         if group.leader_id not in group.members or group.members[group.leader_id].join_token is None:
@@ -565,7 +427,7 @@ class GroupCoordinator:
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
             group.sync_write = self._append(group, [self._group_record(group, now_ms)],
-                                            _PendingWrite("sync", None, group.group_id, group.generation))
+                                            PendingWrite("sync", None, group.group_id, group.generation))
 
     def _sync_result(self, group: Group, member: Member) -> ev.SyncResult:
         return ev.SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
@@ -574,7 +436,7 @@ class GroupCoordinator:
         group.sync_write = None
         if error != ErrorCode.NONE:
             # Not stored: the members must start over (they will look for the coordinator again).
-            self._abort_sync(group, _coordinator_write_error(error))
+            self._abort_sync(group, coordinator_write_error(error))
             self._prepare_rebalance(group, now_ms)
             return
         self._transition(group, S.STABLE, now_ms)
@@ -635,96 +497,6 @@ class GroupCoordinator:
         top = results[0][2] if len(results) == 1 else ErrorCode.NONE
         self._reply(e.token, ev.LeaveResult(top, tuple(results)))
 
-    # --- offsets -------------------------------------------------------------------------------------------------
-
-    def _commit(self, e: ev.OffsetCommit, now_ms: int) -> None:
-        def fail(code: ErrorCode) -> None:
-            self._reply(e.token, ev.PartitionResults(code, tuple((o.topic, o.partition, code) for o in e.offsets)))
-
-        error = self._check_group(e.group_id)
-        if error != ErrorCode.NONE:
-            return fail(error)
-        group = self.groups.get(e.group_id)
-        if group is None:
-            if e.generation >= 0:
-                return fail(ErrorCode.ILLEGAL_GENERATION)
-            group = Group(e.group_id, self.partition_of(e.group_id), state_timestamp_ms=now_ms)
-            self.groups[e.group_id] = group
-        if group.state == S.DEAD:
-            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if not (e.generation < 0 and group.state == S.EMPTY):
-            error = self._member_error(group, e.member_id, e.instance_id)
-            if error != ErrorCode.NONE:
-                return fail(error)
-            if e.generation != group.generation:
-                return fail(ErrorCode.ILLEGAL_GENERATION)
-            if group.state == S.COMPLETING_REBALANCE:
-                return fail(ErrorCode.REBALANCE_IN_PROGRESS)
-            member = group.members[e.member_id]
-            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-        results: list[tuple[str, int, ErrorCode]] = []
-        records: list[tuple[bytes, bytes | None]] = []
-        entries: list[tuple[tuple[str, int], OffsetEntry | None]] = []
-        for o in e.offsets:
-            metadata = o.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results.append((o.topic, o.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
-                continue
-            entry = OffsetEntry(o.offset, o.leader_epoch, metadata, now_ms)
-            records.append((encode_offset_key(OffsetKey(e.group_id, o.topic, o.partition)),
-                            encode_offset_value(OffsetValue(o.offset, o.leader_epoch, metadata, now_ms))))
-            entries.append(((o.topic, o.partition), entry))
-            results.append((o.topic, o.partition, ErrorCode.NONE))
-        if not records:
-            return self._reply(e.token, ev.PartitionResults(ErrorCode.NONE, tuple(results)))
-        self._append(group, records, _PendingWrite("commit", e.token, group.group_id, group.generation, tuple(entries)))
-        # The answer (with the per-partition errors found so far) waits for the write.
-        self._commit_results[e.token] = tuple(results)
-
-    def _fetch(self, e: ev.OffsetFetch) -> ev.OffsetFetchResult:
-        error = self._check_group(e.group_id)
-        if error != ErrorCode.NONE:
-            return ev.OffsetFetchResult(error)
-        group = self.groups.get(e.group_id)
-        offsets = group.offsets if group is not None else {}
-        wanted = sorted(offsets) if e.partitions is None else list(e.partitions)
-        out = []
-        for tp in wanted:
-            entry = offsets.get(tp)
-            if entry is None:
-                out.append(ev.FetchedOffset(tp[0], tp[1], -1, -1, ""))
-            else:
-                out.append(ev.FetchedOffset(tp[0], tp[1], entry.offset, entry.leader_epoch, entry.metadata))
-        return ev.OffsetFetchResult(ErrorCode.NONE, tuple(out))
-
-    def _delete_offsets(self, e: ev.OffsetDelete, now_ms: int) -> None:
-        error = self._check_group(e.group_id)
-        group = self.groups.get(e.group_id)
-        if error == ErrorCode.NONE and (group is None or group.state == S.DEAD):
-            error = ErrorCode.GROUP_ID_NOT_FOUND
-        if error != ErrorCode.NONE or group is None:
-            return self._reply(e.token, ev.PartitionResults(error))
-        subscribed: frozenset[str] = frozenset()
-        if group.state != S.EMPTY:
-            subscribed = frozenset().union(*(subscribed_topics(m.metadata(group.protocol_name))
-                                             for m in group.members.values()))
-        results = []
-        records: list[tuple[bytes, bytes | None]] = []
-        entries: list[tuple[tuple[str, int], OffsetEntry | None]] = []
-        for topic, partition in e.partitions:
-            if topic in subscribed:
-                results.append((topic, partition, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC))
-                continue
-            results.append((topic, partition, ErrorCode.NONE))
-            if (topic, partition) in group.offsets:
-                records.append((encode_offset_key(OffsetKey(group.group_id, topic, partition)), None))
-                entries.append(((topic, partition), None))
-        if not records:
-            return self._reply(e.token, ev.PartitionResults(ErrorCode.NONE, tuple(results)))
-        self._append(group, records, _PendingWrite("delete-offsets", e.token, group.group_id, group.generation,
-                                                   tuple(entries)))
-        self._commit_results[e.token] = tuple(results)
-
     # --- ListGroups, DescribeGroups, DeleteGroups ------------------------------------------------------------------
 
     def _list(self, e: ev.ListGroups) -> ev.ListGroupsResult:
@@ -781,7 +553,7 @@ class GroupCoordinator:
             for g in gs:
                 records += [(encode_offset_key(OffsetKey(g.group_id, t, p)), None) for t, p in sorted(g.offsets)]
                 records.append((encode_group_key(GroupKey(g.group_id)), None))
-            self._append(gs[0], records, _PendingWrite("delete-groups", e.token, gs[0].group_id, -1,
+            self._append(gs[0], records, PendingWrite("delete-groups", e.token, gs[0].group_id, -1,
                                                        group_ids=tuple(g.group_id for g in gs)))
 
     # --- writes completing -----------------------------------------------------------------------------------------
@@ -794,7 +566,7 @@ class GroupCoordinator:
         if pending.kind in ("commit", "delete-offsets"):
             results = self._commit_results.pop(pending.token or 0, ())
             if e.error != ErrorCode.NONE:
-                code = _coordinator_write_error(e.error)
+                code = coordinator_write_error(e.error)
                 results = tuple((t, p, code if c == ErrorCode.NONE else c) for t, p, c in results)
                 return self._reply(pending.token, ev.PartitionResults(code if pending.kind == "delete-offsets"
                                                                        else ErrorCode.NONE, results))
@@ -819,7 +591,7 @@ class GroupCoordinator:
             assert pending.token is not None
             group_results, waiting = self._commit_results_groups.pop(pending.token)
             if e.error != ErrorCode.NONE:
-                code = _coordinator_write_error(e.error)
+                code = coordinator_write_error(e.error)
                 group_results = tuple((g, code if g in pending.group_ids and c == ErrorCode.NONE else c)
                                       for g, c in group_results)
             if waiting > 1:
@@ -863,37 +635,7 @@ class GroupCoordinator:
                 self._maybe_complete_join(group, now_ms)
         if now_ms >= self._next_retention_check_ms:
             self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
-            self._expire_offsets(now_ms)
-
-    def _expire_offsets(self, now_ms: int) -> None:
-        retention = self.config.offsets_retention_ms
-        for group in list(self.groups.values()):
-            if group.state not in (S.EMPTY, S.STABLE) or any(p.group_id == group.group_id for p in self._pending.values()):
-                continue
-            if self.partitions.get(group.partition, (None, 0))[0] != PartitionLoad.LOADED:
-                continue
-            if group.state == S.STABLE:
-                # A consumer group in use keeps the offsets of what it subscribes to; those of topics
-                # no member subscribes to any more expire by commit time (KIP-496).
-                subscribed = frozenset().union(*(subscribed_topics(m.metadata(group.protocol_name))
-                                                 for m in group.members.values()))
-                if group.protocol_type != "consumer" or not subscribed:
-                    continue
-                expired = [tp for tp, o in group.offsets.items()
-                           if tp[0] not in subscribed and now_ms - o.commit_timestamp_ms >= retention]
-            elif group.protocol_type:
-                expired = list(group.offsets) if now_ms - group.state_timestamp_ms >= retention else []
-            else:
-                expired = [tp for tp, o in group.offsets.items() if now_ms - o.commit_timestamp_ms >= retention]
-            if not expired:
-                continue
-            records: list[tuple[bytes, bytes | None]] = [
-                (encode_offset_key(OffsetKey(group.group_id, t, p)), None) for t, p in sorted(expired)]
-            if group.state == S.EMPTY and len(expired) == len(group.offsets):
-                # Nothing left: the group goes too (it turns Dead once the tombstones are committed).
-                records.append((encode_group_key(GroupKey(group.group_id)), None))
-            self._append(group, records, _PendingWrite("expire", None, group.group_id, group.generation,
-                                                       tuple((tp, None) for tp in expired)))
+            offsets.expire_offsets(self, now_ms)
 
     # --- loading ------------------------------------------------------------------------------------------------
 
@@ -984,16 +726,3 @@ class GroupCoordinator:
                 assert all(m.metadata(g.protocol_name) or not m.protocols or g.protocol_name in dict(m.protocols)
                            for m in g.members.values()), f"{gid}: a member does not support {g.protocol_name}"
             assert not set(g.pending_members) & set(g.members), f"{gid}: a member is also pending"
-
-
-def _coordinator_write_error(error: ErrorCode) -> ErrorCode:
-    """Kafka's mapping of a failed write to what a group client understands (it then looks again)."""
-    if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                 ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_COORDINATOR,
-                 ErrorCode.FENCED_LEADER_EPOCH):
-        return ErrorCode.NOT_COORDINATOR
-    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return error

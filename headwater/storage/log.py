@@ -12,9 +12,10 @@ Rules:
 - A leader append is validated and converted first (``validator.py``): the topic's compression.type,
   message.timestamp.type and timestamp window. A follower appends the leader's bytes as they are.
 - Nothing is written for an append that is rejected, and a failed write leaves the file as it was.
-- A segment leaving the log (retention, truncation) is renamed ``*.deleted`` and its fds are closed and
-  its files unlinked only ``file.delete.delay.ms`` later, and never within ``SEND_GRACE_MS`` of a
-  read, so a ``FileSlice`` handed to the server stays valid while it is being sent.
+- A segment leaving the log (retention, truncation, a cleaner's swap: ``retention.py``) is renamed
+  ``*.deleted``; ``delete_expired_files`` closes its fds and unlinks its files only
+  ``file.delete.delay.ms`` later, and never within ``SEND_GRACE_MS`` of a read, so a ``FileSlice``
+  handed to the server stays valid while it is being sent.
 - Open files: only the active segment's ``.log`` stays open. Index files are written at each
   sync and closed; an older segment's ``.log`` is opened by a read and closed by
   ``release_idle_files`` once nobody read it for ``max(file.delete.delay.ms, IDLE_FILE_MS)``.
@@ -24,6 +25,9 @@ Rules:
   close of an fd happens under ``_lock``.
 - Segment files are never preallocated, whatever ``preallocate`` says: every rule here (and recovery)
   takes a file's length as the end of its last batch.
+
+Segments leaving the log are in ``retention.py`` (with their rules), timestamp lookups in
+``timestamps.py``, producer-state snapshots in ``producer_snapshots.py``.
 """
 
 from __future__ import annotations
@@ -39,30 +43,33 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka.record.default_records import DefaultRecordBatch
-
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.records.batch import BatchHeader, CorruptRecordError, assign_offsets, iter_batches
+from headwater.storage import retention, timestamps
 from headwater.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from headwater.storage.config import LogConfig
 from headwater.storage.epochs import LeaderEpochCache
-from headwater.storage.files import fsync_dir, fsync_file, write_atomic
+from headwater.storage.files import fsync_dir, fsync_file
 from headwater.storage.index import IndexCorruptError
+from headwater.storage.producer_snapshots import (
+    rebuild_producer_state,
+    snapshot_offsets,
+    snapshot_path,
+    write_snapshot,
+)
 from headwater.storage.producers import ProducerEntry, ProducerStateManager, tracks_sequence
 from headwater.storage.segment import (
     DELETED_SUFFIX,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
-    OFFSET_NAME_DIGITS,
     LogSegment,
-    offset_file_name,
+    parse_offset_name,
 )
-from headwater.storage.swap import SWAP_SUFFIX, complete_interrupted_swaps, segment_files
+from headwater.storage.swap import complete_interrupted_swaps
 from headwater.storage.validator import validate_and_convert
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_SUFFIX = ".snapshot"
 TMP_SUFFIX = ".tmp"
 IDLE_FILE_MS = 60_000
 """A segment behind the active one keeps its ``.log`` descriptor at least this long after a read."""
@@ -115,15 +122,6 @@ class ReadResult:
 
 
 _EMPTY_READ = ReadResult([], 0)
-
-
-
-
-def _parse_offset_name(name: str, suffix: str) -> int | None:
-    stem = name[: -len(suffix)]
-    if name.endswith(suffix) and len(stem) == OFFSET_NAME_DIGITS and stem.isdigit():
-        return int(stem)
-    return None
 
 
 class PartitionLog:
@@ -234,7 +232,7 @@ class PartitionLog:
                 # Left over from a delete or an atomic write that a crash interrupted.
                 path.unlink(missing_ok=True)
                 continue
-            base = _parse_offset_name(name, LOG_SUFFIX)
+            base = parse_offset_name(name, LOG_SUFFIX)
             if base is not None:
                 bases.append(base)
         bases.sort()
@@ -290,7 +288,7 @@ class PartitionLog:
         leo = self.log_end_offset
         self.epochs.truncate_from_end(leo)
         self.epochs.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state(leo)
+        rebuild_producer_state(self, leo)
         if recovered:
             # What recovery re-derived must be on disk before the recovery point says LEO. The
             # truncations above alone wait for the next flush: they drop entries at or past the
@@ -317,61 +315,6 @@ class PartitionLog:
             )
         seg.fsync()
         return cut
-
-    # ---- producer state --------------------------------------------------------------------------
-
-    def _snapshot_offsets(self) -> list[int]:
-        found = []
-        for path in self.directory.iterdir():
-            offset = _parse_offset_name(path.name, SNAPSHOT_SUFFIX)
-            if offset is not None:
-                found.append(offset)
-        return sorted(found)
-
-    def _snapshot_path(self, offset: int) -> Path:
-        return self.directory / offset_file_name(offset, SNAPSHOT_SUFFIX)
-
-    def _write_snapshot(self, offset: int, *, durable: bool = True) -> None:
-        write_atomic(self._snapshot_path(offset), self.producer_state.to_snapshot(), durable=durable)
-        self._snapshot_at = offset
-        first_base = self._segments[0].base_offset
-        for old in self._snapshot_offsets():
-            if old < first_base and old != offset:
-                self._snapshot_path(old).unlink(missing_ok=True)
-
-    def _rebuild_producer_state(self, end_offset: int) -> None:
-        """State as of ``end_offset``: the newest usable snapshot, then the batch headers after it."""
-        self.producer_state.clear()
-        self._snapshot_at = None
-        first_base = self._segments[0].base_offset
-        start = first_base
-        for offset in reversed(self._snapshot_offsets()):
-            path = self._snapshot_path(offset)
-            if offset > end_offset:
-                path.unlink(missing_ok=True)
-                continue
-            if offset < first_base:
-                continue  # the batches between it and the log start are gone; scan from the start
-            try:
-                self.producer_state.producers = ProducerStateManager.from_snapshot(path.read_bytes())
-            except (OSError, ValueError) as exc:
-                log.warning("%s: ignoring producer snapshot %s: %s", self.directory, path.name, exc)
-                path.unlink(missing_ok=True)
-                continue
-            start = offset
-            if offset == end_offset:
-                self._snapshot_at = offset
-            break
-        for seg in self._segments:
-            if seg.next_offset <= start or seg.base_offset >= end_offset:
-                continue
-            found = seg.locate(start)
-            if found is None:
-                continue
-            for _, header in seg.iter_headers(found[0]):
-                if header.base_offset >= end_offset:
-                    break
-                self.producer_state.replay(header)
 
     # ---- appends ---------------------------------------------------------------------------------
 
@@ -514,7 +457,7 @@ class PartitionLog:
         new_base = old.next_offset
         old.finalize_time_index()
         # Checked by CRC on load: a snapshot an OS crash left torn is skipped for an older one.
-        self._write_snapshot(new_base, durable=False)
+        write_snapshot(self, new_base, durable=False)
         new = LogSegment.create(self.directory, new_base)
         new.roll_jitter_ms = self._random_jitter()
         self._directory_unsynced = True
@@ -577,83 +520,24 @@ class PartitionLog:
                 i += 1
         return ReadResult(slices, total) if slices else _EMPTY_READ
 
-    # ---- timestamps ------------------------------------------------------------------------------
-
-    def _first_record(
-        self, seg: LogSegment, position: int, size: int, match: Callable[[int, int], bool]
-    ) -> tuple[int, int] | None:
-        try:
-            batch = DefaultRecordBatch(seg.read_batch(position, size))
-            for record in batch:
-                if match(record.offset, record.timestamp):
-                    return int(record.offset), int(record.timestamp)
-        except Exception as exc:  # the codecs raise their own types
-            raise KafkaError(
-                ErrorCode.CORRUPT_MESSAGE, f"cannot decode batch at {position} in {seg.log_path}: {exc}"
-            ) from exc
-        return None
+    # ---- timestamps (timestamps.py) --------------------------------------------------------------
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``timestamp_ms``, or None."""
-        lso = self._log_start_offset
         with self._io(f"reading {self.directory}"):
-            for seg in self._segments:
-                if seg.max_timestamp_ms < timestamp_ms or seg.next_offset <= lso:
-                    continue
-                below = seg.time_index.lookup_below(timestamp_ms)
-                found = seg.locate(max(below if below is not None else seg.base_offset, lso))
-                if found is None:
-                    continue
-                for pos, header in seg.iter_headers(found[0]):
-                    if header.max_timestamp >= timestamp_ms:
-                        hit = self._first_record(
-                            seg, pos, header.size, lambda o, t: o >= lso and t >= timestamp_ms
-                        )
-                        if hit is not None:
-                            return hit
-        return None
+            return timestamps.offset_for_timestamp(self._segments, self._log_start_offset, timestamp_ms)
 
     def legacy_offsets_before(self, timestamp_ms: int, max_num_offsets: int, now_ms: int) -> list[int]:
-        """ListOffsets v0's answer: segment start offsets whose file was last modified at or
-        before ``timestamp_ms`` (-1 latest, -2 earliest), newest first, at most ``max_num_offsets``.
-
-        The granularity is the segment and the clock is the file's mtime, as in Kafka's
-        ``UnifiedLog.legacyFetchOffsetsBefore``; a non-empty active segment adds the log end
-        offset stamped ``now_ms``."""
+        """ListOffsets v0's answer (see ``timestamps.legacy_offsets_before``)."""
         with self._io(f"reading {self.directory}"):
-            points = [(max(s.base_offset, self._log_start_offset), int(os.stat(s.log_path).st_mtime * 1000))
-                      for s in self._segments]
-        if self._segments[-1].size_bytes > 0:
-            points.append((self.log_end_offset, now_ms))
-        if timestamp_ms == -1:
-            start = len(points) - 1
-        elif timestamp_ms == -2:
-            start = 0
-        else:
-            start = len(points) - 1
-            while start >= 0 and points[start][1] > timestamp_ms:
-                start -= 1
-        picked = [points[i][0] for i in range(start, max(start - max(max_num_offsets, 0), -1), -1)]
-        return sorted(picked, reverse=True)
+            return timestamps.legacy_offsets_before(
+                self._segments, self._log_start_offset, timestamp_ms, max_num_offsets, now_ms
+            )
 
     def max_timestamp_offset(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record with the largest timestamp; (-1, -1) if none."""
-        best: LogSegment | None = None
-        for seg in self._segments:
-            if seg.max_timestamp_ms >= 0 and (best is None or seg.max_timestamp_ms > best.max_timestamp_ms):
-                best = seg
-        if best is None:
-            return -1, -1
-        max_ts = best.max_timestamp_ms
         with self._io(f"reading {self.directory}"):
-            found = best.locate(best.max_timestamp_offset)
-            if found is None:
-                return best.max_timestamp_offset, max_ts
-            for pos, header in best.iter_headers(found[0]):
-                if header.max_timestamp == max_ts:
-                    hit = self._first_record(best, pos, header.size, lambda o, t: t == max_ts)
-                    return hit if hit is not None else (header.base_offset, max_ts)
-        return best.max_timestamp_offset, max_ts
+            return timestamps.max_timestamp_offset(self._segments)
 
     # ---- leader epochs ---------------------------------------------------------------------------
 
@@ -663,21 +547,7 @@ class PartitionLog:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.epochs.end_offset_for(epoch, self.log_end_offset)
 
-    # ---- truncation, retention, deletion ---------------------------------------------------------
-
-    def _retire(self, doomed: list[LogSegment]) -> None:
-        """Take segments out of the log; their files go away after file.delete.delay.ms (see ``tick``)."""
-        if not doomed:
-            return
-        due = self._clock_ms() + self.config.file_delete_delay_ms
-        ids = {id(s) for s in doomed}
-        with self._lock:
-            self._segments = [s for s in self._segments if id(s) not in ids]
-            self._bases = [s.base_offset for s in self._segments]
-        for seg in doomed:
-            seg.rename_deleted()
-            self._pending_deletes.append((due, seg))
-        fsync_dir(self.directory)
+    # ---- truncation, retention, deletion (retention.py) -------------------------------------------
 
     def replace_segments(
         self,
@@ -688,183 +558,26 @@ class PartitionLog:
         *,
         sync_dir: bool = True,
     ) -> bool:
-        """Put the cleaned segment in ``<base_offset>.*.swap`` in place of ``old`` (see ``swap.py``).
-
-        ``old`` must still be a run of the log's segments behind the active one with the sizes the
-        cleaner read; when retention, truncation or a close changed that meanwhile, the swap files
-        are deleted and False is returned. The old segments leave the way retention's do (renamed
-        ``.deleted``, their descriptors closed later), so a ``FileSlice`` being sent stays valid.
-        ``on_step`` is called after each file step (tests stop there to play a crash).
-        ``sync_dir=False`` leaves the directory fsync to the caller (the broker's cleaner does it on
-        its thread): every state a crash can leave before it is one ``swap.py`` recovers.
-        """
-        step = on_step or (lambda _name: None)
-        segs = self._segments
-        try:
-            first = next(i for i, s in enumerate(segs) if s is old[0]) if old else -1
-        except StopIteration:
-            first = -1
-        still_there = (
-            first >= 0
-            and first + len(old) < len(segs)  # never the active segment
-            and all(segs[first + k] is seg for k, seg in enumerate(old))
-            and [s.size_bytes for s in old] == old_sizes
-            and old[0].base_offset == base_offset
-            and not self._closed
-        )
-        if not still_there:
-            for path in segment_files(self.directory, base_offset, SWAP_SUFFIX):
-                path.unlink(missing_ok=True)
-            return False
-        with self._io(f"replacing cleaned segments in {self.directory}"):
-            for seg in old:
-                seg.rename_deleted()
-            step("old-renamed-deleted")
-            for path in segment_files(self.directory, base_offset, SWAP_SUFFIX):
-                os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-                step(f"renamed-{path.name}")
-            if sync_dir:
-                fsync_dir(self.directory)
-            new = LogSegment.open_existing(self.directory, base_offset)
-            try:
-                new.load_and_check()
-            except (IndexCorruptError, OSError, KafkaError) as exc:
-                log.warning("%s: rebuilding the index of cleaned segment %d: %s", self.directory, base_offset, exc)
-                new.rebuild_from_headers(self.config.index_interval_bytes)
-            new.last_read_ms = self._clock_ms()
-            due = self._clock_ms() + self.config.file_delete_delay_ms
-            with self._lock:
-                self._segments = [*segs[:first], new, *segs[first + len(old) :]]
-                self._bases = [s.base_offset for s in self._segments]
-            self._pending_deletes.extend((due, seg) for seg in old)
-        return True
+        """Put the cleaned segment in ``<base_offset>.*.swap`` in place of ``old`` (see
+        ``retention.replace_segments``); False, and the swap files deleted, if ``old`` changed."""
+        return retention.replace_segments(self, old, old_sizes, base_offset, on_step, sync_dir=sync_dir)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every record at ``offset`` or later (a follower's divergent tail)."""
-        self._check_open()
-        if offset >= self.log_end_offset:
-            return
-        if offset < self._log_start_offset:
-            self.truncate_fully_and_start_at(offset)
-            return
-        with self._io(f"truncating {self.directory}"):
-            self._retire([s for s in self._segments if s.base_offset > offset])
-            active = self._active
-            active.truncate_to(offset, self.config.index_interval_bytes)
-            if active.size_bytes == 0:
-                active.rolling_base_ms = None
-            leo = self.log_end_offset
-            self.epochs.truncate_from_end(leo)
-            self._rebuild_producer_state(leo)
-            # A cut inside the batch holding the log start removes that whole batch.
-            self._log_start_offset = min(self._log_start_offset, leo)
-            self._high_watermark = min(self._high_watermark, leo)
-            with self._lock:
-                # Counted once the cut is done: a flush that began before it, on another thread,
-                # then finds the count changed and leaves the recovery point alone.
-                self._recovery_point = min(self._recovery_point, leo)
-                self._truncations += 1
-            # The new end, which a cut inside a batch (or a cleaned gap) puts below ``offset``.
-            self.truncated_to = leo if self.truncated_to is None else min(self.truncated_to, leo)
+        retention.truncate_to(self, offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and start an empty log at ``offset``."""
-        self._check_open()
-        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
-        with self._io(f"truncating {self.directory}"):
-            old = list(self._segments)
-            for seg in old:
-                seg.rename_deleted()
-            new = LogSegment.create(self.directory, offset)
-            new.roll_jitter_ms = self._random_jitter()
-            due = self._clock_ms() + self.config.file_delete_delay_ms
-            with self._lock:
-                self._segments = [new]
-                self._bases = [offset]
-            self._pending_deletes.extend((due, seg) for seg in old)
-            fsync_dir(self.directory)
-            self._log_start_offset = offset
-            self._high_watermark = offset
-            with self._lock:
-                self._recovery_point = offset
-                self._truncations += 1  # as in truncate_to
-            self.epochs.clear()
-            self.producer_state.clear()
-            self._snapshot_at = None
-            for snap in self._snapshot_offsets():
-                self._snapshot_path(snap).unlink(missing_ok=True)
-
-    def _delete_from_start(
-        self, should_delete: Callable[[LogSegment, LogSegment | None], bool], now_ms: int
-    ) -> int:
-        doomed: list[LogSegment] = []
-        segs = self._segments
-        leo = self.log_end_offset
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else leo
-            if self._high_watermark < upper or (nxt is None and seg.size_bytes == 0):
-                break
-            if not should_delete(seg, nxt):
-                break
-            doomed.append(seg)
-        if not doomed:
-            return 0
-        if len(doomed) == len(segs):
-            self._roll(now_ms)  # the active segment expired too: keep an empty one at the LEO
-        self._retire(doomed)
-        self._advance_log_start(self._segments[0].base_offset)
-        return len(doomed)
-
-    def _advance_log_start(self, offset: int) -> None:
-        if offset > self._log_start_offset:
-            self._log_start_offset = offset
-            self._high_watermark = max(self._high_watermark, offset)
-            self.epochs.truncate_from_start(offset)
+        retention.truncate_fully_and_start_at(self, offset)
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete whole old segments by retention.ms and retention.bytes and below the log start."""
-        self._check_open()
-        cfg = self.config
-        deleted = 0
-        with self._io(f"retention in {self.directory}"):
-            # A compacted topic deletes by time and size only with cleanup.policy=compact,delete.
-            if cfg.retention_ms >= 0 and cfg.delete:
-                deleted += self._delete_from_start(
-                    lambda seg, _: now_ms - seg.retention_timestamp_ms() > cfg.retention_ms, now_ms
-                )
-            if cfg.retention_bytes >= 0 and cfg.delete:
-                excess = self.size_bytes - cfg.retention_bytes
-
-                def over_size(seg: LogSegment, _: LogSegment | None) -> bool:
-                    nonlocal excess
-                    if excess - seg.size_bytes >= 0:
-                        excess -= seg.size_bytes
-                        return True
-                    return False
-
-                if excess > 0:
-                    deleted += self._delete_from_start(over_size, now_ms)
-            deleted += self._delete_from_start(
-                lambda _, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset, now_ms
-            )
-        return deleted
+        return retention.enforce_retention(self, now_ms)
 
     def delete_records_before(self, offset: int) -> None:
         """Raise the log start offset (DeleteRecords); whole segments below it are deleted."""
-        self._check_open()
-        if offset > self._high_watermark:
-            raise KafkaError(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"cannot delete records before {offset}: above the high watermark {self._high_watermark}",
-            )
-        if offset <= self._log_start_offset:
-            return
-        self._advance_log_start(offset)
-        with self._io(f"deleting records in {self.directory}"):
-            self._delete_from_start(
-                lambda _, nxt: nxt is not None and nxt.base_offset <= offset, self._clock_ms()
-            )
+        retention.delete_records_before(self, offset)
+
 
     def delete_expired_files(self, now_ms: int) -> int:
         """Close and unlink segments retired at least file.delete.delay.ms ago; returns how many."""
@@ -927,10 +640,10 @@ class PartitionLog:
             with self._io(f"flushing {self.directory}"):
                 for fd in fds:
                     os.fsync(fd)
-                for offset in self._snapshot_offsets():
+                for offset in snapshot_offsets(self.directory):
                     if offset > recovery_point:  # written at a roll without an fsync
                         with contextlib.suppress(FileNotFoundError):
-                            fsync_file(self._snapshot_path(offset))
+                            fsync_file(snapshot_path(self.directory, offset))
                 if self._directory_unsynced:
                     self._directory_unsynced = False
                     fsync_dir(self.directory)
@@ -978,7 +691,7 @@ class PartitionLog:
                 # An idle partition's state is already on disk as of its log end. Rewriting it is
                 # a durable write, about 2 ms here: 20 s of shutdown for 10,000 partitions. Kafka
                 # skips it too.
-                self._write_snapshot(self.log_end_offset)
+                write_snapshot(self, self.log_end_offset)
             with self._lock:
                 self._closed = True
                 for seg in self._segments:

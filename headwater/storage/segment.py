@@ -55,6 +55,14 @@ def offset_file_name(offset: int, suffix: str) -> str:
     return f"{offset:0{OFFSET_NAME_DIGITS}d}{suffix}"
 
 
+def parse_offset_name(name: str, suffix: str) -> int | None:
+    """The offset ``offset_file_name`` put in ``name``, or None if it is not such a name."""
+    stem = name[: -len(suffix)]
+    if name.endswith(suffix) and len(stem) == OFFSET_NAME_DIGITS and stem.isdigit():
+        return int(stem)
+    return None
+
+
 class LogSegment:
     def __init__(
         self, directory: Path, base_offset: int, fd: int | None, size_bytes: int, suffix: str = ""
