@@ -129,6 +129,10 @@ def truncate_to(log: PartitionLog, offset: int) -> None:
     """Drop every record at ``offset`` or later (a follower's divergent tail)."""
     log._check_open()
     if offset >= log.log_end_offset:
+        # Nothing to cut, but an epoch this replica started as leader and never wrote in (it lost
+        # leadership first) must go, or its next fetch names that epoch and the leader answers the
+        # same divergence forever (Kafka's UnifiedLog.truncateTo truncates the epoch cache here too).
+        log.epochs.truncate_from_end(log.log_end_offset)
         return
     if offset < log._log_start_offset:
         truncate_fully_and_start_at(log, offset)

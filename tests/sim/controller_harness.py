@@ -6,16 +6,26 @@ ephemeral nodes, versions, czxids, multi with the controller-epoch check), an in
 at random), brokers that crash, restart with a new broker epoch, lose their session while still
 running ("zombies"), or shut down in a controlled way, controllers that fail over (a new
 :class:`Controller` built from the fake ZooKeeper, while the old one may still be running and has
-its conditional writes refused), and a small model of replication:
+its conditional writes refused), and the real replication core: one
+:class:`headwater.replication.partition.PartitionReplica` per broker per partition, driven through its
+public API as :class:`headwater.server.replica_manager.ReplicaManager` drives it, with its decisions applied
+to a model "disk":
 
-* each replica's log is a list of ``(leader_epoch, record_id)`` entries (the offset is the index);
-* leaders append; followers fetch with their leader epoch and the epoch of their last entry, and
-  truncate to the leader's end offset for that epoch when the leader reports a divergence;
-* the leader's high watermark is the minimum log end offset over the maximal ISR (the committed
-  ISR plus a pending AlterPartition proposal), and it never goes back;
-* ISR shrinks after ``LAG_MS`` without catching up and grows when a follower reaches the high
-  watermark (and the leader's epoch start), both through AlterPartition to the controller;
-* an acks=all produce is acknowledged when the high watermark passes the record;
+* each replica's log is a list of ``(leader_epoch, record_id)`` entries (the offset is the index) with a
+  leader-epoch cache and a high watermark, all durable; the core is volatile (rebuilt after a restart);
+* LeaderAndIsr goes through ``apply_leader_and_isr`` (epoch start recorded, acks failed, fetcher started),
+  UpdateMetadata sets the ISR-eligible (live) brokers, StopReplica stops the core;
+* leaders append and complete acks=all through ``on_local_append``, ``ack_check`` and
+  :class:`~headwater.replication.acks.PendingAcks`; followers fetch through the core's
+  :class:`~headwater.replication.follower.FollowerFetcher` (``next_request``, ``on_fetch_response``,
+  ``on_appended``, ``on_truncated``, ``on_request_failed`` after ``FETCH_RETRY_MS`` without an answer),
+  and the leader answers with ``on_follower_fetch`` (divergence, progress, high watermark, ISR expansion);
+* ISR shrinks come from the periodic ``check_isr``; proposals go to the controller in one AlterPartition
+  at a time per broker (abandoned after ``ALTER_RETRY_MS``) and the answers go to
+  ``on_alter_partition_response``;
+* the checker requires every acknowledged record on every member of ZooKeeper's ISR, high watermarks
+  that never go back and stay within the log, no truncation below a high watermark, and the cores'
+  own ``validate_state``;
 * reassignments (KIP-455) are started, replaced and cancelled through the API and the legacy
   ``/admin/reassign_partitions`` znode, and :class:`ReassignmentModel` checks ZooKeeper's RS, AR and
   RR after every step against the last accepted request; :meth:`Simulation.settle` ends the
@@ -30,8 +40,9 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from bisect import bisect_right
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from headwater.controller.controller import Controller, not_controller_response
@@ -82,10 +93,36 @@ from headwater.controller.znodes import (
 from headwater.metadata import zk
 from headwater.metadata.image import BrokerInfo
 from headwater.protocol.errors import ErrorCode
+from headwater.replication.acks import PendingAcks
+from headwater.replication.follower import (
+    AppendRecords,
+    FetchRequestFields,
+    ListLeaderOffsets,
+    PartitionFetchResponse,
+    Truncate,
+    TruncateFullyAndStartAt,
+)
+from headwater.replication.partition import (
+    AlterPartitionProposal,
+    FollowerFetch,
+    LeaderAndIsrState,
+    PartitionReplica,
+    Role,
+)
+from headwater.replication.partition import AlterPartitionResponse as IsrAnswer
+from headwater.replication.types import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    UNKNOWN_OFFSET,
+    EpochEndOffset,
+    HighWatermarkUpdate,
+)
 
 LAG_MS = 1000            # replica.lag.time.max.ms
-FETCH_RETRY_MS = 300     # a fetch with no answer for this long is sent again
+FETCH_RETRY_MS = 300     # a fetch with no answer for this long has failed (the fetcher backs off, then retries)
+FETCH_BACKOFF_MS = 100   # replica.fetch.backoff.ms
 ALTER_RETRY_MS = 600     # an AlterPartition with no answer for this long is sent again
+ALTER_BACKOFF_MS = 200   # the replica manager's wait before it resends AlterPartition proposals to retry
 SHUTDOWN_ATTEMPTS = 3    # controlled.shutdown.max.retries
 FETCH_MAX_ENTRIES = 4
 DROP_PROBABILITY = 0.05  # broker-to-broker and broker-to-controller messages; controller requests are reliable
@@ -318,29 +355,24 @@ class ReassignmentModel:
                 raise Violation(f"{tp}: reassignment to {exp.target} ended at {a.replicas}")
 
 
-# --- the replication model ----------------------------------------------------------------------
-
-
-def end_offset_for_epoch(log: list[tuple[int, int]], epoch: int, current_epoch: int | None) -> tuple[int, int]:
-    """(largest epoch <= ``epoch`` in the log, the offset where the next epoch starts); (-1, 0) if none.
-
-    A leader answers its own current epoch with its log end offset (it may not have appended yet).
-    """
-    if current_epoch is not None and epoch == current_epoch:
-        return epoch, len(log)
-    best = -1
-    for offset, (e, _) in enumerate(log):
-        if e > epoch:
-            return (best, offset) if best >= 0 else (-1, 0)
-        best = e
-    return (best, len(log)) if best >= 0 else (-1, 0)
+# --- replicas: the real replication core on a model "disk" ---------------------------------------
 
 
 @dataclass
 class Replica:
+    """One partition on one broker: a :class:`PartitionReplica` (volatile, rebuilt after a restart) and the
+    log it decides on, as :class:`headwater.server.replica_manager.ReplicaManager` applies its decisions to
+    a ``PartitionLog``.
+
+    The log is a list of ``(leader_epoch, record_id)`` entries (the offset is the index) with a leader-epoch
+    cache that follows ``headwater.storage.epochs.LeaderEpochCache``; log, cache and high watermark are
+    durable (they survive a crash).
+    """
+
     tp: TopicPartition
     # durable: survives a crash
     log: list[tuple[int, int]] = field(default_factory=list)
+    epochs: list[tuple[int, int]] = field(default_factory=list)   # (epoch, start offset), both increasing
     hw: int = 0
     # for the checker
     hw_floor: int = 0
@@ -348,26 +380,65 @@ class Replica:
     checked: int = 0
     checked_at_truncation: int = 0
     # volatile: lost in a crash
-    role: str | None = None
-    leader: int = -1
-    leader_epoch: int = -1
-    partition_epoch: int = -1
-    isr: tuple[int, ...] = ()
-    replicas: tuple[int, ...] = ()
-    epoch_start: int = 0
-    follower_leo: dict[int, int] = field(default_factory=dict)
-    caught_up_ms: dict[int, int] = field(default_factory=dict)
-    last_fetch: dict[int, tuple[int, int]] = field(default_factory=dict)
-    proposal: tuple[int, ...] | None = None
-    proposal_id: int = 0
-    proposal_retry: bool = True
-    pending_acks: list[tuple[int, int]] = field(default_factory=list)
-    fetch_sent_ms: int | None = None
+    core: PartitionReplica | None = None
+    acks: PendingAcks[tuple[int, int]] = field(default_factory=PendingAcks)   # keys (offset, record id)
+    fetch_inflight: FetchRequestFields | None = None
+    fetch_sent_ms: int = 0
 
     def reset_volatile(self) -> None:
-        fresh = Replica(self.tp, self.log, self.hw, self.hw_floor, self.truncations, self.checked,
-                        self.checked_at_truncation)
-        self.__dict__.update(fresh.__dict__)
+        self.core = None
+        self.acks = PendingAcks()
+        self.fetch_inflight = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.core is not None and self.core.is_leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return -1 if self.core is None else self.core.leader_epoch
+
+    # the log's leader-epoch cache (``LeaderEpochCache`` rules, in memory)
+
+    def latest_epoch(self) -> int | None:
+        return self.epochs[-1][0] if self.epochs else None
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        if epoch < 0 or (self.epochs and self.epochs[-1][0] == epoch and start_offset >= self.epochs[-1][1]):
+            return
+        self.epochs = [(e, s) for e, s in self.epochs if e < epoch and s < start_offset]
+        self.epochs.append((epoch, start_offset))
+
+    def append(self, entries: Iterable[tuple[int, int]]) -> None:
+        for entry in entries:
+            self.assign_epoch(entry[0], len(self.log))
+            self.log.append(entry)
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= len(self.log):
+            # As PartitionLog.truncate_to (and Kafka's UnifiedLog.truncateTo): nothing to cut, but an
+            # epoch begun at the log end by a leader that never wrote goes, or its fetches would name
+            # it and meet the same divergence forever (seeds 5, 79 and 84 never settled without this).
+            self.epochs = [(e, s) for e, s in self.epochs if s < len(self.log)]
+            return
+        del self.log[offset:]
+        self.epochs = [(e, s) for e, s in self.epochs if s < offset]
+        self.hw = min(self.hw, offset)
+        self.truncations += 1
+
+    def end_offset_for_epoch(self, requested: int) -> tuple[int, int]:
+        """``LeaderEpochCache.end_offset_for``: (largest epoch <= requested, where the next one starts)."""
+        if requested == UNDEFINED_EPOCH or not self.epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested == self.epochs[-1][0]:
+            return requested, len(self.log)
+        epochs = [e for e, _ in self.epochs]
+        higher = bisect_right(epochs, requested)
+        if higher == len(epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return requested, self.epochs[0][1]
+        return epochs[higher - 1], self.epochs[higher][1]
 
 
 @dataclass
@@ -380,13 +451,21 @@ class Broker:
     replicas: dict[TopicPartition, Replica] = field(default_factory=dict)
     shutdown_attempts: int | None = None
     shutdown_waiting: bool = False
-    # Kafka's AlterPartitionManager: one request in flight; answers to abandoned requests are ignored.
+    # Kafka's AlterPartitionManager (the replica manager's AlterPartition loop): proposals queue per
+    # partition, one request is in flight; answers to abandoned requests are ignored.
+    alter_queue: dict[TopicPartition, AlterPartitionProposal] = field(default_factory=dict)
     alter_inflight: tuple[int, int] | None = None
-    alter_proposals: dict[TopicPartition, int] = field(default_factory=dict)
+    alter_proposals: dict[TopicPartition, AlterPartitionProposal] = field(default_factory=dict)
+    alter_retry_ms: int = 0     # after a batch with retries, the next request waits until then
 
     @property
     def info(self) -> BrokerInfo:
         return BrokerInfo(self.broker_id, f"broker{self.broker_id}", 9090 + self.broker_id)
+
+    def reset_volatile(self) -> None:
+        for r in self.replicas.values():
+            r.reset_volatile()
+        self.alter_queue, self.alter_inflight, self.alter_proposals, self.alter_retry_ms = {}, None, {}, 0
 
 
 # --- messages -----------------------------------------------------------------------------------
@@ -410,20 +489,18 @@ class FromController:
 @dataclass(frozen=True)
 class Fetch:
     tp: TopicPartition
-    leader_epoch: int
-    fetch_offset: int
-    last_fetched_epoch: int
+    request: FetchRequestFields
+    broker_epoch: int
 
 
 @dataclass(frozen=True)
 class FetchReply:
     tp: TopicPartition
-    leader_epoch: int
-    fetch_offset: int
+    request: FetchRequestFields
     error: ErrorCode = ErrorCode.NONE
-    diverging: tuple[int, int] | None = None
+    diverging: EpochEndOffset | None = None
     entries: tuple[tuple[int, int], ...] = ()
-    hw: int = 0
+    hw: int = UNKNOWN_OFFSET
 
 
 Payload = BrokerRequest | ToController | FromController | Fetch | FetchReply
@@ -580,10 +657,8 @@ class Simulation:
         """brokerStartup: recover logs (they are durable here), start replicas, register the id last."""
         b.alive = True
         b.controller_epoch_seen = 0
-        for r in b.replicas.values():
-            r.reset_volatile()
+        b.reset_volatile()
         b.shutdown_attempts = None
-        b.alter_inflight, b.alter_proposals = None, {}
         self._register(b)
 
     def _register(self, b: Broker) -> None:
@@ -594,13 +669,11 @@ class Simulation:
 
     def _stop_process(self, b: Broker, how: str) -> None:
         b.alive = False
-        for r in b.replicas.values():
-            r.reset_volatile()
+        b.reset_volatile()
         for key in [k for k in self.links if k[1] == b.broker_id]:
             del self.links[key]
         self.controllers.pop(b.broker_id, None)
         b.shutdown_attempts = None
-        b.alter_inflight, b.alter_proposals = None, {}
         self.stats[how] += 1
         self.log(f"broker {b.broker_id} {how}")
 
@@ -886,46 +959,61 @@ class Simulation:
         if isinstance(req, LeaderAndIsrRequest):
             for part in req.partitions:
                 self.become(b, part)
+        elif isinstance(req, UpdateMetadataRequest):
+            # ReplicaManager.set_live_brokers: in ZooKeeper mode the live brokers may join an ISR.
+            live = [info.broker_id for info in req.live_brokers]
+            for r in b.replicas.values():
+                if r.core is not None and r.core.is_leader:
+                    self.apply_hw(r, r.core.set_isr_eligible(live, self.now_ms))
         elif isinstance(req, StopReplicaRequest):
             done = []
             for sp in req.partitions:
                 r = b.replicas.get(sp.tp)
                 if sp.delete:
+                    if r is not None and r.core is not None:
+                        r.core.stop()
                     b.replicas.pop(sp.tp, None)
                     done.append((sp.tp, ErrorCode.NONE))
-                elif r is not None and (sp.leader_epoch == -2 or sp.leader_epoch >= r.leader_epoch):
-                    r.role = None
-                    r.pending_acks = []
+                elif r is not None and r.core is not None and (sp.leader_epoch == -2 or sp.leader_epoch >= r.leader_epoch):
+                    out = r.core.stop()
+                    if out.fail_pending_acks:
+                        r.acks.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    r.fetch_inflight = None
             if done:
                 self.send(b.broker_id, src, ToController(StopReplicaResponseReceived(b.broker_id, tuple(done))))
 
     def become(self, b: Broker, p: LeaderAndIsrPartition) -> None:
+        """``ReplicaManager.become``: the core decides; its effects are applied to the log."""
         r = b.replicas.setdefault(p.tp, Replica(p.tp))
-        if p.leader_epoch <= r.leader_epoch:
+        if r.core is None:
+            r.core = PartitionReplica(p.tp.topic, p.tp.partition, b.broker_id, replica_lag_time_max_ms=LAG_MS,
+                                      replica_fetch_backoff_ms=FETCH_BACKOFF_MS)
+        state = LeaderAndIsrState(p.leader, p.leader_epoch, p.isr, p.partition_epoch, p.replicas,
+                                  p.adding_replicas, p.removing_replicas, p.is_new)
+        out = r.core.apply_leader_and_isr(state, log_end_offset=len(r.log), latest_epoch=r.latest_epoch(),
+                                          high_watermark=r.hw, now_ms=self.now_ms)
+        if out.error != ErrorCode.NONE:
+            self.stats[f"become_{out.error.name}"] += 1
             return
-        was_leader = r.role == "leader"
-        r.leader, r.leader_epoch, r.partition_epoch = p.leader, p.leader_epoch, p.partition_epoch
-        r.isr, r.replicas = p.isr, p.replicas
-        r.proposal = None
-        if p.leader == b.broker_id:
+        if out.role is Role.LEADER:
             key = (p.tp, p.leader_epoch)
             if self.leader_of_epoch.setdefault(key, b.broker_id) != b.broker_id:
                 raise self.fail(f"brokers {self.leader_of_epoch[key]} and {b.broker_id} both lead {p.tp} "
                                 f"in leader epoch {p.leader_epoch}")
             if self.zk.leader_of_epoch.get(key) != b.broker_id:
                 raise self.fail(f"broker {b.broker_id} leads {p.tp} in epoch {p.leader_epoch}, ZooKeeper never said so")
-            r.role = "leader"
-            if not was_leader:
-                r.pending_acks = []
-            r.epoch_start = len(r.log)
-            r.follower_leo, r.last_fetch = {}, {}
-            r.caught_up_ms = {f: self.now_ms for f in p.replicas}
             self.stats["became_leader"] += 1
-            self.advance_hw(b, r)
-        else:
-            r.role = "follower"
-            r.pending_acks = []
-            r.fetch_sent_ms = None
+        if out.assign_epoch is not None:
+            r.assign_epoch(out.assign_epoch.epoch, out.assign_epoch.start_offset)
+        self.apply_hw(r, out.high_watermark)
+        if out.fail_pending_acks:
+            r.acks.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if out.start_fetcher or out.stop_fetcher:
+            r.fetch_inflight = None
+        fetcher = r.core.fetcher
+        if out.start_fetcher and fetcher is not None and fetcher.initial_truncation is not None:
+            self.truncate(b, r, fetcher.initial_truncation.offset)
+            r.hw = fetcher.on_truncated(len(r.log), r.latest_epoch())
 
     def on_controller_response(self, b: Broker, msg: FromController) -> None:
         resp = msg.response
@@ -939,62 +1027,69 @@ class Simulation:
         assert isinstance(resp, AlterPartitionResponse)
         if b.alter_inflight is None or b.alter_inflight[0] != msg.request_id:
             return                      # the answer to a request this broker gave up on
-        proposals, b.alter_inflight, b.alter_proposals = b.alter_proposals, None, {}
+        batch, b.alter_inflight, b.alter_proposals = b.alter_proposals, None, {}
         if resp.error != ErrorCode.NONE:
-            self.stats[f"alter_{resp.error.name}"] += 1
-            self.flush_alters(b)
-            return                      # NOT_CONTROLLER / STALE_BROKER_EPOCH: sent again
-        for part in resp.partitions:
-            self.stats[f"alter_{part.error.name}"] += 1
-            tp = TopicPartition(part.topic, part.partition)
+            self.stats[f"alter_{resp.error.name}"] += 1     # NOT_CONTROLLER / STALE_BROKER_EPOCH
+        results = {TopicPartition(part.topic, part.partition): part for part in resp.partitions}
+        for tp, proposal in batch.items():
             r = b.replicas.get(tp)
-            if r is None or r.role != "leader" or r.proposal is None or proposals.get(tp) != r.proposal_id:
-                continue                # an answer to an older proposal
-            if part.error == ErrorCode.NONE:
-                if part.leader_epoch == r.leader_epoch and part.partition_epoch >= r.partition_epoch:
-                    r.isr, r.partition_epoch = part.isr, part.partition_epoch
-                r.proposal = None
+            if r is None or r.core is None:
+                continue
+            part = results.get(tp)
+            if part is None:
+                answer = IsrAnswer(resp.error if resp.error != ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR)
+            else:
+                self.stats[f"alter_{part.error.name}"] += 1
+                answer = IsrAnswer(part.error, part.leader, part.leader_epoch, part.isr, part.partition_epoch)
+            out = r.core.on_alter_partition_response(proposal, answer, self.now_ms)
+            if out.committed:
                 self.stats["isr_changes"] += 1
-            elif part.error in (ErrorCode.INELIGIBLE_REPLICA, ErrorCode.INVALID_REQUEST, ErrorCode.NOT_LEADER_OR_FOLLOWER):
-                r.proposal = None       # certainly not applied: back to the committed ISR
-            elif part.error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
-                                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                r.proposal_retry = False  # maybe applied by someone: keep the maximal ISR until LeaderAndIsr
-            self.advance_hw(b, r)
+            self.apply_hw(r, out.high_watermark)
+            if out.retry is not None:
+                b.alter_queue.setdefault(tp, out.retry)
+                b.alter_retry_ms = self.now_ms + ALTER_BACKOFF_MS
         self.flush_alters(b)
 
-    # --- replication ----------------------------------------------------------------------------
+    # --- replication: the shell around PartitionReplica ----------------------------------------
 
     def produce(self) -> None:
+        """An acks=all produce to a leader (``ReplicaManager.append``)."""
         if not self.topics:
             return
         name = self.rng.choice(sorted(self.topics))
         tp = TopicPartition(name, self.rng.randrange(self.topics[name]))
-        leaders = [b for b in self.brokers.values() if b.alive and (r := b.replicas.get(tp)) and r.role == "leader"]
+        leaders = [b for b in self.brokers.values() if b.alive and (r := b.replicas.get(tp)) and r.is_leader]
         if not leaders:
             return
         b = self.rng.choice(leaders)
         r = b.replicas[tp]
-        self.next_record += 1
-        r.pending_acks.append((len(r.log), self.next_record))
-        r.log.append((r.leader_epoch, self.next_record))
-        self.stats["produced"] += 1
-        self.advance_hw(b, r)
-
-    def advance_hw(self, b: Broker, r: Replica) -> None:
-        if r.role != "leader":
+        core = r.core
+        assert core is not None
+        if core.check_append(-1) != ErrorCode.NONE:
+            self.stats["produce_refused"] += 1
             return
-        members = set(r.isr) | set(r.proposal or ())
-        hw = min(len(r.log) if m == b.broker_id else r.follower_leo.get(m, -1) for m in members)
-        if hw > r.hw:
-            r.hw = hw
-        keep = []
-        for offset, record in r.pending_acks:
-            if offset < r.hw:
-                self.ack(r, offset, record)
+        self.next_record += 1
+        offset = len(r.log)
+        r.append([(core.leader_epoch, self.next_record)])
+        self.stats["produced"] += 1
+        self.apply_hw(r, core.on_local_append(len(r.log), self.now_ms))
+        check = core.ack_check(offset + 1)
+        if not check.done:
+            r.acks.add((offset, self.next_record), offset + 1, 1 << 62)    # no produce timeout here
+        elif check.error == ErrorCode.NONE:
+            self.ack(r, offset, self.next_record)
+
+    def apply_hw(self, r: Replica, update: HighWatermarkUpdate | None) -> None:
+        """``ReplicaManager._apply_hw``: set the log's high watermark, complete the acks=all it reached."""
+        if update is None:
+            return
+        assert r.core is not None
+        r.hw = update.new
+        for done in r.acks.on_high_watermark(update.new, r.core.ack_error()):
+            if done.error == ErrorCode.NONE:
+                self.ack(r, *done.key)
             else:
-                keep.append((offset, record))
-        r.pending_acks = keep
+                self.stats[f"ack_{done.error.name}"] += 1
 
     def ack(self, r: Replica, offset: int, record: int) -> None:
         if r.log[offset][1] != record:
@@ -1005,106 +1100,123 @@ class Simulation:
         self.acked.setdefault(r.tp, []).append((offset, record))
         self.stats["acked"] += 1
 
+    def truncate(self, b: Broker, r: Replica, offset: int) -> None:
+        if offset < r.hw:
+            raise self.fail(f"broker {b.broker_id} truncates {r.tp} to {offset} below its high watermark {r.hw}")
+        if offset < len(r.log):
+            self.stats["truncations"] += 1
+        r.truncate_to(offset)
+
     def fetch_tick(self) -> None:
+        """One broker's fetchers each send the next Fetch their core asks for; a fetch without an answer
+        for ``FETCH_RETRY_MS`` failed (``on_request_failed``)."""
         alive = [b for b in self.brokers.values() if b.alive]
         if not alive:
             return
         b = self.rng.choice(alive)
         for tp, r in sorted(b.replicas.items()):
-            if r.role != "follower" or r.leader < 0 or r.leader == b.broker_id:
+            fetcher = r.core.fetcher if r.core is not None else None
+            if fetcher is None:
                 continue
-            if r.fetch_sent_ms is not None and self.now_ms - r.fetch_sent_ms < FETCH_RETRY_MS:
+            if r.fetch_inflight is not None:
+                if self.now_ms - r.fetch_sent_ms < FETCH_RETRY_MS:
+                    continue
+                fetcher.on_request_failed(r.fetch_inflight, self.now_ms)
+                r.fetch_inflight = None
+            request = fetcher.next_request(self.now_ms)
+            if request is None:
                 continue
-            r.fetch_sent_ms = self.now_ms
-            last_epoch = r.log[-1][0] if r.log else -1
-            self.send(b.broker_id, r.leader, Fetch(tp, r.leader_epoch, len(r.log), last_epoch))
+            r.fetch_inflight, r.fetch_sent_ms = request, self.now_ms
+            self.send(b.broker_id, request.leader_id, Fetch(tp, request, b.broker_epoch))
 
     def on_fetch(self, leader: Broker, follower: int, f: Fetch) -> None:
+        """``ReplicaManager.follower_fetch``: the leader's core decides, the log is read if it says so."""
         r = leader.replicas.get(f.tp)
-
-        def reply(**kw: object) -> None:
-            self.send(leader.broker_id, follower,
-                      FetchReply(f.tp, f.leader_epoch, f.fetch_offset, **kw))  # type: ignore[arg-type]
-
-        if r is None or r.role != "leader":
-            return reply(error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if f.leader_epoch < r.leader_epoch:
-            return reply(error=ErrorCode.FENCED_LEADER_EPOCH)
-        if f.leader_epoch > r.leader_epoch:
-            return reply(error=ErrorCode.UNKNOWN_LEADER_EPOCH)
-        if f.fetch_offset > 0:
-            epoch, end = end_offset_for_epoch(r.log, f.last_fetched_epoch, r.leader_epoch)
-            if epoch != f.last_fetched_epoch or end < f.fetch_offset:
-                self.stats["divergences"] += 1
-                return reply(diverging=(epoch, end))
-        previous = r.last_fetch.get(follower)
-        if f.fetch_offset >= len(r.log):
-            r.caught_up_ms[follower] = self.now_ms
-        elif previous is not None and f.fetch_offset >= previous[0]:
-            r.caught_up_ms[follower] = max(r.caught_up_ms.get(follower, 0), previous[1])
-        r.last_fetch[follower] = (len(r.log), self.now_ms)
-        r.follower_leo[follower] = f.fetch_offset
-        if (r.proposal is None and follower not in r.isr and follower in r.replicas
-                and f.fetch_offset >= r.hw and f.fetch_offset >= r.epoch_start):
-            self.propose(leader, r, (*r.isr, follower))
-        self.advance_hw(leader, r)
-        entries = tuple(r.log[f.fetch_offset:f.fetch_offset + FETCH_MAX_ENTRIES])
-        return reply(entries=entries, hw=r.hw)
+        req = f.request
+        if r is None or r.core is None:
+            self.send(leader.broker_id, follower, FetchReply(f.tp, req, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            return
+        d = r.core.on_follower_fetch(
+            FollowerFetch(follower, req.current_leader_epoch, req.fetch_offset, req.last_fetched_epoch, 0, f.broker_epoch),
+            leader_log_start_offset=0, epoch_end_offset=r.end_offset_for_epoch, now_ms=self.now_ms)
+        if d.diverging_epoch is not None:
+            self.stats["divergences"] += 1
+        self.apply_hw(r, d.high_watermark_update)
+        if d.alter_partition is not None:
+            self.queue_alter(leader, d.alter_partition)
+        entries = tuple(r.log[req.fetch_offset:req.fetch_offset + FETCH_MAX_ENTRIES]) if d.read_records else ()
+        self.send(leader.broker_id, follower, FetchReply(f.tp, req, d.error, d.diverging_epoch, entries, d.high_watermark))
 
     def on_fetch_reply(self, b: Broker, src: int, f: FetchReply) -> None:
+        """``ReplicaManager._on_fetch_response`` and ``_carry_out``: the fetcher decides, the log follows."""
         r = b.replicas.get(f.tp)
-        if r is None or r.role != "follower" or r.leader != src or r.leader_epoch != f.leader_epoch:
+        fetcher = r.core.fetcher if r is not None and r.core is not None else None
+        if r is None or fetcher is None:
             return
-        r.fetch_sent_ms = None
-        if f.error != ErrorCode.NONE or f.fetch_offset != len(r.log):
-            return
-        if f.diverging is not None:
-            epoch, end = f.diverging
-            mine, my_end = end_offset_for_epoch(r.log, epoch, None)
-            target = min(end, len(r.log)) if mine == epoch else min(my_end, len(r.log))
-            if target < r.hw:
-                raise self.fail(f"broker {b.broker_id} truncates {f.tp} to {target} below its high watermark {r.hw}")
-            if target < len(r.log):
-                del r.log[target:]
-                r.truncations += 1
-                self.stats["truncations"] += 1
-            return
-        r.log.extend(f.entries)
-        r.hw = max(r.hw, min(f.hw, len(r.log)))
+        if r.fetch_inflight == f.request:
+            r.fetch_inflight = None
+        response = PartitionFetchResponse(f.error, f.hw, 0, f.diverging, len(f.entries))
+        action = fetcher.on_fetch_response(f.request, response, log_end_offset=len(r.log),
+                                           end_offset_for_epoch=r.end_offset_for_epoch, now_ms=self.now_ms)
+        if isinstance(action, ListLeaderOffsets):
+            # ListOffsets (EARLIEST, LATEST) to the leader, answered at once here.
+            self.stats["list_leader_offsets"] += 1
+            leader = self.brokers[action.leader_id]
+            lr = leader.replicas.get(f.tp) if leader.alive else None
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if lr is not None and lr.core is not None:
+                error = lr.core.check_leader_epoch(action.current_leader_epoch)
+            if lr is None or error != ErrorCode.NONE:
+                fetcher.on_leader_offsets_error(error, self.now_ms)
+                return
+            step = fetcher.on_leader_offsets(leader_log_start_offset=0, leader_log_end_offset=len(lr.log),
+                                             log_end_offset=len(r.log), now_ms=self.now_ms)
+            if step is None:
+                return
+            action = step
+        if isinstance(action, AppendRecords):
+            r.append(f.entries)
+            r.hw = fetcher.on_appended(len(r.log), r.latest_epoch()).high_watermark
+        elif isinstance(action, Truncate):
+            self.truncate(b, r, action.offset)
+            r.hw = fetcher.on_truncated(len(r.log), r.latest_epoch())
+        elif isinstance(action, TruncateFullyAndStartAt):
+            raise self.fail(f"broker {b.broker_id} told to empty {f.tp} and start at {action.offset}: "
+                            "no log here starts above 0")
 
-    def propose(self, b: Broker, r: Replica, isr: tuple[int, ...]) -> None:
-        r.proposal = isr
-        r.proposal_id += 1
-        r.proposal_retry = True
+    def queue_alter(self, b: Broker, proposal: AlterPartitionProposal) -> None:
+        b.alter_queue[TopicPartition(proposal.topic, proposal.partition)] = proposal
         self.stats["isr_proposals"] += 1
         self.flush_alters(b)
 
     def flush_alters(self, b: Broker) -> None:
-        """Send every proposal that still needs an answer, in one request, if none is in flight."""
-        if b.alter_inflight is not None:
+        """Send every queued proposal in one request, if none is in flight (the replica manager's loop)."""
+        if b.alter_inflight is not None or not b.alter_queue or self.now_ms < b.alter_retry_ms:
             return
-        items, ids = [], {}
-        for tp, r in sorted(b.replicas.items()):
-            if r.role == "leader" and r.proposal is not None and r.proposal_retry:
-                items.append(AlterPartitionItem(tp.topic, tp.partition, r.leader_epoch, r.proposal, r.partition_epoch))
-                ids[tp] = r.proposal_id
-        if items:
-            rid = self.send_to_controller(b, AlterPartitionReceived(b.broker_id, b.broker_epoch, tuple(items)))
-            b.alter_inflight, b.alter_proposals = (rid, self.now_ms), ids
+        batch = dict(sorted(b.alter_queue.items()))
+        b.alter_queue = {}
+        items = tuple(AlterPartitionItem(p.topic, p.partition, p.leader_epoch, p.new_isr, p.partition_epoch)
+                      for p in batch.values())
+        rid = self.send_to_controller(b, AlterPartitionReceived(b.broker_id, b.broker_epoch, items))
+        b.alter_inflight, b.alter_proposals = (rid, self.now_ms), batch
 
     def leader_tick(self) -> None:
+        """One broker: an AlterPartition without an answer is given up and queued again; every leader
+        runs its ISR shrink check (``check_isr``)."""
         alive = [b for b in self.brokers.values() if b.alive]
         if not alive:
             return
         b = self.rng.choice(alive)
         if b.alter_inflight is not None and self.now_ms - b.alter_inflight[1] >= ALTER_RETRY_MS:
-            b.alter_inflight, b.alter_proposals = None, {}     # timed out: abandon it, send again
+            for tp, p in b.alter_proposals.items():       # timed out: abandon it, send again
+                b.alter_queue.setdefault(tp, p)
+            b.alter_inflight, b.alter_proposals = None, {}
         for _, r in sorted(b.replicas.items()):
-            if r.role != "leader" or r.proposal is not None:
-                continue
-            lagging = [f for f in r.isr if f != b.broker_id and self.now_ms - r.caught_up_ms.get(f, 0) > LAG_MS]
-            if lagging:
-                self.propose(b, r, tuple(m for m in r.isr if m not in lagging))
+            if r.core is not None and r.core.is_leader:
+                proposal = r.core.check_isr(self.now_ms)
+                if proposal is not None:
+                    b.alter_queue[TopicPartition(proposal.topic, proposal.partition)] = proposal
+                    self.stats["isr_proposals"] += 1
         self.flush_alters(b)
 
     def advance_time(self) -> None:
@@ -1129,6 +1241,11 @@ class Simulation:
             self.stats["max_queued"] = max(self.stats["max_queued"], len(self.zk.queue()))
         for b in self.brokers.values():
             for r in b.replicas.values():
+                if r.core is not None and b.alive:
+                    r.core.validate_state()
+                    if (r.core.is_leader or r.core.fetcher is not None) and r.core.high_watermark != r.hw:
+                        raise self.fail(f"high watermark of {r.tp} on broker {b.broker_id}: the log has {r.hw}, "
+                                        f"the replica {r.core.high_watermark}")
                 if r.hw < r.hw_floor:
                     raise self.fail(f"high watermark of {r.tp} on broker {b.broker_id} went back: {r.hw_floor} -> {r.hw}")
                 if r.hw > len(r.log):

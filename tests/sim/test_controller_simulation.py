@@ -51,9 +51,12 @@ def test_same_seed_same_run() -> None:
 
 
 def test_the_runs_reach_the_interesting_paths() -> None:
-    """Guards against a simulation that passes because nothing happens."""
+    """Guards against a simulation that passes because nothing happens.
+
+    40 seeds: ISR changes are rare (a few per seed at most) and an AlterPartition fenced by a newer
+    leader epoch needs one in flight across a leader change; 15 seeds no longer reliably held one."""
     stats: Counter[str] = Counter()
-    for seed in range(15):
+    for seed in range(40):
         stats.update(Simulation(seed).run(STEPS).stats)
     for key in ("acked", "elections", "crashed", "restarts", "zombies", "shut down", "fenced_writes",
                 "truncations", "divergences", "isr_changes", "stale_controller_epoch", "stale_broker_epoch",

@@ -109,3 +109,16 @@ def test_epoch_entries_beyond_a_torn_tail_are_dropped(open_log: OpenLog) -> None
     log = open_log(recovery_point=0)
     assert log.log_end_offset == 2
     assert log.epochs.entries == [(2, 0)]
+
+
+def test_truncating_to_the_end_drops_an_epoch_that_started_there(open_log: OpenLog) -> None:
+    """A replica that became leader in epoch 4 (its cache got (4, LEO)) and lost leadership before
+    writing keeps no entry for epoch 4 once told to truncate to its log end, or its fetches would
+    name epoch 4 and meet the same divergence forever (Kafka's UnifiedLog.truncateTo truncates the
+    epoch cache even when there is nothing to cut)."""
+    log = open_log()
+    append(log, 2, 3)
+    log.epochs.assign(4, log.log_end_offset)  # what becoming leader in epoch 4 records
+    assert log.latest_epoch() == 4
+    log.truncate_to(log.log_end_offset)
+    assert log.epochs.entries == [(2, 0)] and log.log_end_offset == 3
