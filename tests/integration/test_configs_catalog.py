@@ -39,7 +39,13 @@ from kafka.protocol.admin import (
 )
 
 from headwater.admin.local import BrokerProcess
-from headwater.metadata.config_catalog import BROKER_CONFIGS, TOPIC_CONFIGS
+from headwater.metadata.config_catalog import (
+    BROKER_CONFIGS,
+    LISTENER_ONLY_CONFIGS,
+    TOPIC_CONFIGS,
+    Scope,
+    normalize,
+)
 
 JS = Path(__file__).resolve().parents[1] / "js"
 TOPIC, BROKER = 2, 4
@@ -217,3 +223,62 @@ def test_kafkajs_sets_a_broker_throttle_with_alter_configs(broker_factory: Calla
     assert alter("leader.replication.throttled.rate=1048576") == {
         "error": None, "value": "1048576", "source": DYNAMIC_BROKER}
     assert alter("broker.id=7") == {"error": "INVALID_CONFIG", "value": "1", "source": STATIC}
+
+
+def dynamic_values(per_broker: bool) -> dict[str, str]:
+    """A valid value for each of Kafka 3.9's dynamic broker configs that may be set without a listener
+    prefix (DynamicBrokerConfig.AllDynamicConfigs less the SSL/SASL ones, which need one): its
+    default, or for those without one a value in range."""
+    unset_defaults = {"log.roll.ms": "3600000", "log.roll.jitter.ms": "0", "log.retention.ms": "604800000",
+                      "log.flush.interval.ms": "60000"}
+    out = {}
+    for name, spec in BROKER_CONFIGS.items():
+        if not spec.dynamic or spec.since != "3.9" or name in LISTENER_ONLY_CONFIGS or spec.is_sensitive:
+            continue
+        if not per_broker and spec.scope is Scope.PER_BROKER:
+            continue
+        value = unset_defaults.get(name, spec.default)
+        if value is not None and "listener" not in name and "advertised" not in name and not name.startswith("sasl."):
+            out[name] = value
+    return out
+
+
+def test_every_dynamic_broker_config_is_set_described_and_reset(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """Each of Kafka 3.9's dynamic broker configs, per broker and (the cluster-wide ones) at the
+    default, through confluent-kafka's incremental_alter_configs: described as DYNAMIC_BROKER_CONFIG /
+    DYNAMIC_DEFAULT_BROKER_CONFIG with its value, and gone again after a DELETE
+    (ConfigHelper.createBrokerConfigEntry; DynamicBrokerConfig.validateConfigs)."""
+    b = broker_factory()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def change(name: str, values: dict[str, str], op: AlterConfigOpType) -> None:
+        if name == "":  # confluent-kafka refuses an empty resource name: the default through a raw request
+            with RawConnection(b.bootstrap) as conn:
+                code = SET if op == AlterConfigOpType.SET else DELETE
+                assert incremental(conn, BROKER, "", [(k, code, v if code == SET else None) for k, v in values.items()]) == (0, None)
+            return
+        resource = ConfigResource("broker", name, incremental_configs=[
+            ConfigEntry(k, v if op == AlterConfigOpType.SET else None, incremental_operation=op) for k, v in values.items()])
+        next(iter(admin.incremental_alter_configs([resource]).values())).result(30)
+
+    for entity, source in (("1", DYNAMIC_BROKER), ("", DYNAMIC_DEFAULT)):
+        values = dynamic_values(per_broker=entity != "")
+        assert len(values) > (60 if entity else 40)
+        change(entity, values, AlterConfigOpType.SET)
+        with RawConnection(b.bootstrap) as conn:
+            _code, described = describe(conn, BROKER, entity)
+        for key, value in values.items():
+            assert (described[key].value, described[key].config_source) == (normalize(BROKER_CONFIGS[key], value), source), key
+        change(entity, values, AlterConfigOpType.DELETE)
+        with RawConnection(b.bootstrap) as conn:
+            _code, described = describe(conn, BROKER, entity)
+        assert not [k for k in values if k in described and described[k].config_source == source]
+
+    # Kafka's answers for invalid values, prefixed with the resource as ZkAdminManager words it.
+    with RawConnection(b.bootstrap) as conn:
+        assert incremental(conn, BROKER, "1", [("log.cleaner.threads", SET, "-1")]) == (
+            INVALID_CONFIG, "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
+                            "Invalid value -1 for configuration log.cleaner.threads: Value must be at least 0")
+        assert incremental(conn, BROKER, "1", [("log.retention.ms", SET, "soon")]) == (
+            INVALID_CONFIG, "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
+                            "Invalid value soon for configuration log.retention.ms: Not a number of type LONG")
