@@ -17,7 +17,7 @@ from headwater.metadata.config_types import ConfigSource, ConfigType
 from headwater.protocol.config_resources import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
 from headwater.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["HEADWATER_BROKER_CONFIGS", "TOPIC_CONFIGS", "ConfigSource", "ConfigType", "apply_incremental",
+__all__ = ["HEADWATER_BROKER_CONFIGS", "TOPIC_CONFIGS", "ConfigSource", "ConfigType", "apply_incremental", "check_tiered_storage",
            "effective_topic_config", "validate_broker_update", "validate_topic_config", "validate_topic_configs"]
 
 TOPIC_CONFIGS = catalog.TOPIC_CONFIGS
@@ -50,6 +50,16 @@ def effective_topic_config(topic_configs: Mapping[str, str], broker_props: Mappi
         if spec is not None:
             out[name] = (catalog.normalize(spec, value), ConfigSource.DYNAMIC_TOPIC_CONFIG)
     return out
+
+
+def check_tiered_storage(configs: Mapping[str, str], broker_props: Mapping[str, str]) -> None:
+    """remote.storage.enable=true on a broker without tiered storage (remote.log.storage.system.enable)
+    is refused, as Kafka's LogConfig.validateRemoteStorageOnlyIfSystemEnabled refuses it."""
+    value = configs.get("remote.storage.enable")
+    if value is not None and value.strip().lower() == "true" \
+            and broker_props.get("remote.log.storage.system.enable", "false").strip().lower() != "true":
+        raise KafkaError(ErrorCode.INVALID_CONFIG, "Tiered Storage functionality is disabled in the broker. "
+                                                   "Topic cannot be configured with remote log storage.")
 
 
 def validate_broker_update(configs: Mapping[str, str | None], *, per_broker: bool) -> None:

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from hw_support import RawConnection
 from kafka.protocol.admin import (
@@ -282,3 +284,18 @@ def test_every_dynamic_broker_config_is_set_described_and_reset(broker_factory: 
         assert incremental(conn, BROKER, "1", [("log.retention.ms", SET, "soon")]) == (
             INVALID_CONFIG, "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
                             "Invalid value soon for configuration log.retention.ms: Not a number of type LONG")
+
+
+def test_remote_storage_is_refused_without_tiered_storage(broker: BrokerProcess, topic_name: Callable[..., str]) -> None:
+    """LogConfig.validateRemoteStorageOnlyIfSystemEnabled (3.9): remote.storage.enable=true on a broker
+    without remote.log.storage.system.enable is INVALID_CONFIG, at creation and on a change."""
+    message = "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+    name = topic_name()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([NewTopic(name, 1, 1, config={"remote.storage.enable": "true"})],
+                            operation_timeout=10)[name].result(30)
+    assert refused.value.args[0].code() == INVALID_CONFIG and message in refused.value.args[0].str()
+    admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=10)[name].result(30)
+    with RawConnection(broker.bootstrap) as conn:
+        assert incremental(conn, TOPIC, name, [("remote.storage.enable", SET, "true")]) == (INVALID_CONFIG, message)

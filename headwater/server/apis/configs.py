@@ -12,6 +12,7 @@ from headwater.metadata.configs import (
     HEADWATER_BROKER_CONFIGS,
     ConfigSource,
     apply_incremental,
+    check_tiered_storage,
     validate_broker_update,
     validate_topic_configs,
 )
@@ -179,6 +180,7 @@ class ConfigApis:
         topic = self._topic(name)
         defaults = {k: v for k, (v, _src) in self.ctx.effective_topic_config({}).items()}
         validate_topic_configs(configs, defaults)
+        check_tiered_storage(configs, self.ctx.config.props)
         if validate_only:
             return
         await self.ctx.authority.write_topic_configs(topic, configs)

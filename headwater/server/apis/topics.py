@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from headwater.metadata.configs import check_tiered_storage
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.security.acl import AclOperation
@@ -48,6 +49,7 @@ class TopicApis:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
                 configs = {c.name: c.value for c in t.configs}
+                check_tiered_storage(configs, self.ctx.config.props)  # on the receiving broker, as ZkAdminManager
                 topic = await self.ctx.authority.create_topic(t.name, t.num_partitions, t.replication_factor, assignments,
                                                           configs, body.validate_only, rq)
             except KafkaError as exc:
