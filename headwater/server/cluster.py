@@ -524,7 +524,8 @@ class ClusterMember:
     def _on_config_changes(self, _children: list[str]) -> None:
         # Re-read lazily: the next request that needs a topic's configs fetches them again.
         self._topic_configs.clear()
-        asyncio.get_running_loop().create_task(self.broker.refresh_log_configs())
+        # Re-reading the broker configs also re-applies every hosted topic's log config (a dynamic
+        # log.* default may have changed): one pass over the topics, not two.
         asyncio.get_running_loop().create_task(self.broker.refresh_broker_configs())
         asyncio.get_running_loop().create_task(self.broker.user_configs.refresh())
 
