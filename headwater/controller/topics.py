@@ -47,6 +47,14 @@ def _validate_assignment(replicas: Sequence[int], live: set[int], partition: int
         raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker(s) {unknown} in replica assignment for partition {partition}.")
 
 
+def _placeable(image: ClusterImage, live: Sequence[int]) -> tuple[list[int], dict[int, str | None]]:
+    """The brokers automatic placement may use, with their racks: every registered broker but those whose
+    log dirs are all cordoned (KIP-1066: ``ClusterControlManager.usableBrokers`` skips a registration without
+    ``hasUncordonedDirs``). A manual assignment may still name them, as Kafka 4.3 allows."""
+    usable = [b for b in live if not image.brokers[b].cordoned]
+    return usable, {b: image.brokers[b].rack for b in usable}
+
+
 def _new_partitions(assignment: Mapping[int, Sequence[int]]) -> dict[int, PartitionState]:
     return {
         p: PartitionState(replicas=tuple(r), leader=r[0], leader_epoch=0, isr=tuple(r))
@@ -90,8 +98,8 @@ def plan_create_topic(
     else:
         partitions = default_partitions if num_partitions == -1 else num_partitions
         rf = default_replication_factor if replication_factor == -1 else replication_factor
-        racks = {b: image.brokers[b].rack for b in live}
-        assignment = assign_replicas(live, racks, partitions, rf, start_index=start_index, shift=shift)
+        usable, racks = _placeable(image, live)
+        assignment = assign_replicas(usable, racks, partitions, rf, start_index=start_index, shift=shift)
     return TopicImage(name=name, topic_id=uuid.uuid4(), partitions=_new_partitions(assignment), configs=dict(configs))
 
 
@@ -132,8 +140,8 @@ def plan_create_partitions(
                     f"while partition {p} has {len(replicas)} replicas.",
                 )
     else:
-        racks = {b: image.brokers[b].rack for b in live}
+        usable, racks = _placeable(image, live)
         new = assign_replicas(
-            live, racks, added, topic.replication_factor, start_index=start_index, shift=shift, start_partition=current
+            usable, racks, added, topic.replication_factor, start_index=start_index, shift=shift, start_partition=current
         )
     return TopicImage(topic.name, topic.topic_id, {**topic.partitions, **_new_partitions(new)}, topic.configs)

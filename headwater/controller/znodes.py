@@ -161,7 +161,7 @@ def broker_info(reg: zk.BrokerRegistration) -> BrokerInfo:
     (the shell picks the inter-broker one, Metadata the client's)."""
     ep = next((e for e in reg.endpoints if e.security_protocol == "PLAINTEXT"), None) or reg.endpoints[0]
     endpoints = tuple(BrokerEndpoint(e.listener, e.host, e.port, e.security_protocol) for e in reg.endpoints)
-    return BrokerInfo(reg.broker_id, ep.host, ep.port, reg.rack, endpoints)
+    return BrokerInfo(reg.broker_id, ep.host, ep.port, reg.rack, endpoints, reg.cordoned)
 
 
 def decode_live_broker(broker_id: int, data: bytes, czxid: int) -> LiveBroker:

@@ -922,6 +922,27 @@ def _broker_value(name: str, merged: Mapping[str, str]) -> Parsed | None:
     return None
 
 
+def merged_broker_props(static_props: Mapping[str, str], dynamic_broker: Mapping[str, str],
+                        dynamic_default: Mapping[str, str]) -> dict[str, str]:
+    """The broker's properties once ``DynamicBrokerConfig`` laid the usable dynamic levels over the static
+    ones: per broker over cluster default over ``server.properties``."""
+    return _merge(static_props, usable_dynamic_configs(dynamic_default, per_broker=False),
+                  usable_dynamic_configs(dynamic_broker, per_broker=True))
+
+
+def broker_value(name: str, merged: Mapping[str, str]) -> Parsed | None:
+    """The value ``KafkaConfig`` holds for a broker config of :func:`merged_broker_props` (its default when
+    unset or unparsable; None for a config without a default that is not set)."""
+    return _broker_value(name, merged)
+
+
+def parse_list(value: str) -> list[str]:
+    """A LIST config's value as ``ConfigDef.parseType`` reads it: trimmed, split at commas (and the
+    whitespace around them), empty entries kept."""
+    s = _java_trim(value)
+    return _LIST_SEPARATOR.split(s) if s else []
+
+
 def _topic_default(spec: ConfigSpec, merged: Mapping[str, str]) -> str | None:
     """The value a topic without an override gets from the broker (``KafkaConfig.extractLogConfigMap``):
     the first synonym that is set, else the first with a default, times its unit (``logRetentionTimeMillis``,

@@ -10,15 +10,21 @@ DescribeConfigs reports as the value's source.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePath
 
 from headwater.metadata import config_catalog as catalog
 from headwater.metadata.config_types import ConfigSource, ConfigType
 from headwater.protocol.config_resources import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
 from headwater.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["HEADWATER_BROKER_CONFIGS", "TOPIC_CONFIGS", "ConfigSource", "ConfigType", "apply_incremental", "check_tiered_storage",
-           "effective_topic_config", "validate_broker_update", "validate_topic_config", "validate_topic_configs"]
+__all__ = ["CORDONED_LOG_DIRS", "HEADWATER_BROKER_CONFIGS", "TOPIC_CONFIGS", "ConfigSource", "ConfigType",
+           "ConnectionLimits", "apply_incremental", "check_broker_configs", "check_reconfiguration", "check_tiered_storage",
+           "connection_limits",
+           "cordoned_log_dirs", "effective_topic_config", "validate_broker_update", "validate_topic_config",
+           "validate_topic_configs"]
 
 TOPIC_CONFIGS = catalog.TOPIC_CONFIGS
 validate_topic_config = catalog.validate_topic_config
@@ -120,3 +126,144 @@ def apply_incremental(configs: Mapping[str, str], ops: Sequence[tuple[str, int, 
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
     return out
+
+
+# --- broker configs that need the whole broker config to check (KafkaConfig.validateValues) -------------
+
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+CORDON_ALL = "*"  # ServerLogConfigs.CORDONED_LOG_DIRS_ALL
+MAX_CONNECTIONS = "max.connections"
+MAX_CONNECTIONS_PER_IP = "max.connections.per.ip"
+MAX_CONNECTIONS_PER_IP_OVERRIDES = "max.connections.per.ip.overrides"
+_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Utils.VALID_HOST_CHARACTERS
+_INT_MAX = (1 << 31) - 1
+
+
+def cordoned_log_dirs(value: str, log_dirs: Sequence[str]) -> list[str]:
+    """KIP-1066 (Kafka 4.3): the log dirs ``cordoned.log.dirs`` cordons on a broker with ``log_dirs``, in
+    ``log.dirs`` order. ``*`` cordons them all (``AbstractKafkaConfig.cordonedLogDirs``); any other entry
+    must name one of ``log_dirs`` (the same path: ``/d/`` is ``/d``), or INVALID_CONFIG with the message of
+    ``DynamicLogConfig.validateCordonedLogDirs`` (apache/kafka trunk), which names every such entry."""
+    entries = catalog.parse_list(value)
+    if CORDON_ALL in entries:
+        return list(log_dirs)
+
+    def same(entry: str, log_dir: str) -> bool:
+        return bool(entry) and PurePath(entry) == PurePath(log_dir)
+
+    invalid = [e for e in entries if not any(same(e, d) for d in log_dirs)]
+    if invalid:
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"Invalid value [{', '.join(entries)}] for configuration {CORDONED_LOG_DIRS}: Invalid entries "
+                         f"in {CORDONED_LOG_DIRS}: [{', '.join(invalid)}]. All cordoned log dirs must be entries of "
+                         "log.dirs or log.dir.")
+    return [d for d in log_dirs if any(same(e, d) for e in entries)]
+
+
+def _ip_overrides(value: str) -> dict[str, int]:
+    """``KafkaConfig.maxConnectionsPerIpOverrides`` (3.9): ``Csv.parseCsvMap`` (split at the last ``:``) and
+    ``toInt``, with the messages Java gives (IllegalArgumentException, which ZkAdminManager answers
+    INVALID_CONFIG)."""
+    out: dict[str, int] = {}
+    if not value:
+        return out
+    pairs = re.split(r"\s*,\s*", value)
+    while pairs and pairs[-1] == "":
+        pairs.pop()  # String.split drops trailing empty strings
+    for pair in pairs:
+        cut = pair.rfind(":")
+        if cut < 0:  # String.substring(0, -1)
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Error parsing configuration property "
+                             f"'{MAX_CONNECTIONS_PER_IP_OVERRIDES}': begin 0, end -1, length {len(pair)}")
+        host, count = pair[:cut].strip(), pair[cut + 1:].strip()
+        if not re.fullmatch(r"[+-]?[0-9]+", count) or not -_INT_MAX - 1 <= int(count) <= _INT_MAX:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f'For input string: "{count}"')  # Integer.parseInt
+        out[host] = int(count)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Kafka's ConnectionQuotas settings: ``max.connections`` (broker-wide, and per listener with the
+    ``listener.name.<l>.`` prefix), ``max.connections.per.ip`` and its per-host overrides."""
+
+    max_connections: int = _INT_MAX
+    per_ip: int = _INT_MAX
+    per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    per_listener: Mapping[str, int] = field(default_factory=dict)  # listener name -> max.connections
+
+
+def _int_value(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def connection_limits(static_props: Mapping[str, str], dynamic_broker: Mapping[str, str],
+                      dynamic_default: Mapping[str, str], listeners: Sequence[str] = ()) -> ConnectionLimits:
+    """The limits the broker runs with; a value that does not parse keeps Kafka's default (it was
+    refused when it was set, so only a hand-written znode has one)."""
+    merged = catalog.merged_broker_props(static_props, dynamic_broker, dynamic_default)
+
+    def value(name: str) -> int:
+        return _int_value(catalog.broker_value(name, merged), _INT_MAX)
+
+    try:
+        overrides = _ip_overrides(str(catalog.broker_value(MAX_CONNECTIONS_PER_IP_OVERRIDES, merged) or ""))
+    except KafkaError:
+        overrides = {}
+    per_listener = {}
+    for listener in listeners:
+        raw = merged.get(f"listener.name.{listener.lower()}.{MAX_CONNECTIONS}", "").strip()
+        if re.fullmatch(r"[0-9]+", raw):
+            per_listener[listener] = min(int(raw), _INT_MAX)
+    return ConnectionLimits(value(MAX_CONNECTIONS), value(MAX_CONNECTIONS_PER_IP), overrides, per_listener)
+
+
+def check_broker_configs(static_props: Mapping[str, str], dynamic_broker: Mapping[str, str],
+                         dynamic_default: Mapping[str, str], log_dirs: Sequence[str]) -> None:
+    """What ``KafkaConfig`` (3.9, and 4.3 for KIP-1066) refuses of the broker's whole config once the
+    dynamic levels are merged, beyond each value's own type and range: ``DynamicBrokerConfig.validate``
+    builds that config for every change, so a change that breaks it is refused (INVALID_CONFIG)."""
+    merged = catalog.merged_broker_props(static_props, dynamic_broker, dynamic_default)
+    overrides = _ip_overrides(str(catalog.broker_value(MAX_CONNECTIONS_PER_IP_OVERRIDES, merged) or ""))
+    if catalog.broker_value(MAX_CONNECTIONS_PER_IP, merged) == 0 and not overrides:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"requirement failed: {MAX_CONNECTIONS_PER_IP} can be set to zero "
+                                                   f"only if {MAX_CONNECTIONS_PER_IP_OVERRIDES} property is set.")
+    invalid = [host for host in overrides if not _VALID_HOST.fullmatch(host)]
+    if invalid:
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} contains invalid addresses : {','.join(invalid)}")
+    cordoned = merged.get(CORDONED_LOG_DIRS)
+    if cordoned is not None:
+        cordoned_log_dirs(cordoned, log_dirs)
+
+
+# DynamicThreadPool.ReconfigurableConfigs and the acceptors' num.network.threads (3.9)
+_THREAD_POOLS = ("num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir", "background.threads",
+                 "num.network.threads")
+# LogCleaner.ReconfigurableConfigs (3.9)
+_CLEANER_CONFIGS = ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
+                    "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms")
+
+
+def check_reconfiguration(static_props: Mapping[str, str], old_broker: Mapping[str, str], old_default: Mapping[str, str],
+                          new_broker: Mapping[str, str], new_default: Mapping[str, str]) -> None:
+    """What Kafka 3.9's reconfigurables refuse of a change that ConfigDef accepts: a thread count changed to
+    less than half or more than double the current one (``DynamicThreadPool.validateReconfiguration``,
+    ``DataPlaneAcceptor.validateReconfiguration``), and ``log.cleaner.threads`` below 1 or outside that band
+    (``LogCleaner.validateReconfiguration``). ``DynamicBrokerConfig.processReconfiguration`` wraps each in
+    ``ConfigException("Invalid dynamic configuration")``, which is all the client is told."""
+    old = catalog.merged_broker_props(static_props, old_broker, old_default)
+    new = catalog.merged_broker_props(static_props, new_broker, new_default)
+
+    def value(name: str, merged: Mapping[str, str]) -> int:
+        return _int_value(catalog.broker_value(name, merged), 1)
+
+    def outside(now: int, before: int) -> bool:
+        return now <= 0 or now < before // 2 or now > before * 2
+
+    refused = any(value(n, new) != value(n, old) and outside(value(n, new), value(n, old)) for n in _THREAD_POOLS)
+    if any(catalog.broker_value(n, new) != catalog.broker_value(n, old) for n in _CLEANER_CONFIGS):
+        threads, current = value("log.cleaner.threads", new), value("log.cleaner.threads", old)
+        refused |= threads < 1 or outside(threads, current)
+    if refused:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, "Invalid dynamic configuration")

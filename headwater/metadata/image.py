@@ -34,6 +34,7 @@ class BrokerInfo:
     port: int
     rack: str | None = None
     endpoints: tuple[BrokerEndpoint, ...] = ()  # every listener; empty means just host:port
+    cordoned: bool = False  # every log dir cordoned (KIP-1066): automatic placement gives it no new replicas
 
     def address(self, listener: str | None) -> tuple[str, int] | None:
         """Where a client of ``listener`` reaches this broker; None when the broker lacks that listener.

@@ -313,6 +313,15 @@ class BrokerRegistration:
     jmx_port: int = -1
     features: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # name -> (min, max)
     version: int = 5
+    # KIP-1066 (Kafka 4.3) in ZooKeeper mode, headwater's fields: the broker's log dirs and the cordoned
+    # ones, written only while one is cordoned (KRaft carries them in BrokerRegistration/Heartbeat).
+    log_dirs: tuple[str, ...] = ()
+    cordoned_log_dirs: tuple[str, ...] = ()
+
+    @property
+    def cordoned(self) -> bool:
+        """Every log dir cordoned: no new replicas here (Kafka's ``BrokerRegistration.hasUncordonedDirs`` false)."""
+        return bool(self.log_dirs) and set(self.log_dirs) <= set(self.cordoned_log_dirs)
 
     def endpoint(self, listener: str) -> Endpoint | None:
         return next((e for e in self.endpoints if e.listener == listener), None)
@@ -334,6 +343,9 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     }
     if reg.rack is not None:
         doc["rack"] = reg.rack
+    if reg.cordoned_log_dirs:  # Kafka's BrokerIdZNode.decode ignores fields it does not know
+        doc["log_dirs"] = list(reg.log_dirs)
+        doc["cordoned_log_dirs"] = list(reg.cordoned_log_dirs)
     return _dumps(doc)
 
 
@@ -370,7 +382,12 @@ def decode_broker(broker_id: int, data: bytes | str) -> BrokerRegistration:
         features[name] = (d.as_int(rng.get("min_version"), f"feature {name!r} min_version"),
                           d.as_int(rng.get("max_version"), f"feature {name!r} max_version"))
     timestamp = d.int_string("timestamp") if d.has("timestamp") else 0
-    return BrokerRegistration(broker_id, endpoints, timestamp, d.opt_str("rack"), jmx_port, features, version)
+    dirs = [tuple(d.get_list(key)) if d.has(key) else () for key in ("log_dirs", "cordoned_log_dirs")]
+    for key, values in zip(("log_dirs", "cordoned_log_dirs"), dirs, strict=True):
+        if not all(isinstance(v, str) for v in values):
+            d.fail(f"{key} must be a list of strings")
+    return BrokerRegistration(broker_id, endpoints, timestamp, d.opt_str("rack"), jmx_port, features, version,
+                              dirs[0], dirs[1])
 
 
 # --- /brokers/topics/<t> ---------------------------------------------------------------------------

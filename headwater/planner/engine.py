@@ -219,6 +219,13 @@ def setup(engine: Engine, options: PlanOptions, width_needed: int | None = None)
     removed = _ids_to_mask(table, options.removed(), "removed")
     excluded = _ids_to_mask(table, options.exclude_brokers, "excluded")
     added = _ids_to_mask(table, options.added(), "added")
+    # A cordoned broker (KIP-1066) is drained like a removed one and never receives; the leaders goal moves
+    # no replicas, so there it only gives up leadership, like an excluded one.
+    cordoned = table.cordoned() & ~dead
+    if options.goal is Goal.LEADERS:
+        excluded |= cordoned
+    else:
+        removed |= cordoned
     if options.goal is Goal.ADD_BROKERS and not options.brokers:
         raise PlannerError("goal add-brokers needs the new broker ids (--brokers)")
     if options.goal is Goal.REMOVE_BROKERS and not options.brokers:
@@ -227,6 +234,8 @@ def setup(engine: Engine, options: PlanOptions, width_needed: int | None = None)
         raise PlannerError("goal replication-factor needs --replication-factor")
     if (added & dead).any():
         raise PlannerError("an added broker is dead")
+    if (added & cordoned).any():
+        raise PlannerError("an added broker is cordoned (cordoned.log.dirs): it takes no new replicas")
     holds = ~dead & ~removed
     forced_dest = holds & ~excluded
     balance_dest = forced_dest & (added if options.goal is Goal.ADD_BROKERS else True)

@@ -1,7 +1,9 @@
 """Read a cluster snapshot from a live cluster over the Kafka protocol only (headwater or Apache Kafka).
 
 Metadata (v1+) gives brokers with racks and every partition's replicas and leader; DescribeLogDirs
-gives replica sizes. A broker that appears in replica lists but not among the live brokers is
+gives replica sizes and each broker's log dirs, and DescribeConfigs each broker's ``cordoned.log.dirs``
+(KIP-1066, Kafka 4.3 and headwater): a broker whose every log dir is cordoned (or ``*``) is recorded
+cordoned, to be drained and never targeted. A broker that does not know the config has none cordoned. A broker that appears in replica lists but not among the live brokers is
 recorded as dead (alive = false), so its replicas are moved. Partition size is the leader's replica
 size (the bytes a new replica has to copy), or the largest replica's when the leader did not answer.
 The protocol does not report disk capacity, so capacities come from ``--capacity`` (a default and
@@ -10,6 +12,7 @@ per-broker overrides) or are left unlimited.
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -30,6 +33,7 @@ def read_live(
     """``client_settings``: kafka-python keyword arguments (security, client id) from --command-config."""
     try:
         from kafka import KafkaAdminClient
+        from kafka.admin import ConfigResource, ConfigResourceType
         from kafka.errors import KafkaError
     except ImportError as exc:  # pragma: no cover - kafka-python is a project dependency
         raise PlannerError(f"kafka-python is needed to read a live cluster ({exc})") from None
@@ -42,11 +46,33 @@ def read_live(
         cluster = admin.describe_cluster()
         topics = admin.describe_topics()
         log_dirs = admin.describe_log_dirs()
+        resources = [ConfigResource(ConfigResourceType.BROKER, str(b.get("broker_id", b.get("node_id"))),
+                                    configs=[CORDONED_LOG_DIRS]) for b in cluster.get("brokers", [])]
+        described = admin.describe_configs(resources, config_filter="all") if resources else {}
     except KafkaError as exc:
         raise PlannerError(f"reading metadata from {bootstrap} failed: {exc}") from None
     finally:
         admin.close()
-    return snapshot_from_metadata(cluster, topics, log_dirs, capacity_bytes or {}, default_capacity_bytes)
+    values = {int(name): str(c[CORDONED_LOG_DIRS].get("value") or "")
+              for name, configs in described.get("broker", {}).items()
+              for c in [configs] if CORDONED_LOG_DIRS in c}
+    return snapshot_from_metadata(cluster, topics, log_dirs, capacity_bytes or {}, default_capacity_bytes,
+                                  cordoned_brokers(values, log_dirs))
+
+
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+
+
+def cordoned_brokers(values: dict[int, str], log_dirs: list[dict[str, Any]]) -> set[int]:
+    """The brokers whose every log dir is cordoned: ``*``, or every dir DescribeLogDirs lists for the
+    broker named in its ``cordoned.log.dirs`` (Kafka's ``BrokerRegistration.hasUncordonedDirs`` false)."""
+    dirs = {int(e["broker"]): {str(PurePath(str(d.get("log_dir")))) for d in e.get("log_dirs", [])} for e in log_dirs}
+    out = set()
+    for broker, value in values.items():
+        entries = {str(PurePath(v.strip())) if v.strip() != "*" else "*" for v in value.split(",") if v.strip()}
+        if "*" in entries or (dirs.get(broker) and dirs[broker] <= entries):
+            out.add(broker)
+    return out
 
 
 def snapshot_from_metadata(
@@ -55,6 +81,7 @@ def snapshot_from_metadata(
     log_dirs: list[dict[str, Any]],
     capacity_bytes: dict[int, int],
     default_capacity_bytes: int | None,
+    cordoned: set[int] | None = None,
 ) -> Snapshot:
     """Build a snapshot from the admin client's dicts (separate from I/O so it can be tested)."""
     live: dict[int, str | None] = {}
@@ -96,7 +123,7 @@ def snapshot_from_metadata(
             leaders.append(leader if leader in replicas else NO_BROKER)
             size_col.append(size)
     brokers = [
-        Broker(bid, rack, capacity_bytes.get(bid, default_capacity_bytes), True)
+        Broker(bid, rack, capacity_bytes.get(bid, default_capacity_bytes), True, bid in (cordoned or set()))
         for bid, rack in sorted(live.items())
     ]
     racks = {b.rack for b in brokers}

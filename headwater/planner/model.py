@@ -45,6 +45,8 @@ class Broker:
     rack: str | None
     capacity_bytes: int | None = None
     alive: bool = True
+    # KIP-1066: every log dir cordoned (cordoned.log.dirs). The planner drains it and never targets it.
+    cordoned: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,9 @@ class BrokerTable:
 
     def alive(self) -> BoolArray:
         return np.array([b.alive for b in self.brokers], dtype=bool)
+
+    def cordoned(self) -> BoolArray:
+        return np.array([b.cordoned for b in self.brokers], dtype=bool)
 
     def capacity_bytes(self) -> FloatArray:
         return np.array(

@@ -2,10 +2,11 @@
 
 JSON lines (``.jsonl`` / ``.json``), one object a line::
 
-    {"type": "broker", "id": 1, "rack": "r1", "capacity_bytes": 1000000000000, "alive": true}
+    {"type": "broker", "id": 1, "rack": "r1", "capacity_bytes": 1000000000000, "alive": true, "cordoned": false}
     {"type": "partition", "topic": "t", "partition": 0, "replicas": [1, 2, 3], "leader": 1, "size_bytes": 123}
 
-``rack``, ``capacity_bytes`` and ``alive`` (default true) are optional; ``leader`` may be -1 or absent
+``rack``, ``capacity_bytes``, ``alive`` (default true) and ``cordoned`` (default false: every log dir of
+the broker in ``cordoned.log.dirs``, KIP-1066) are optional; ``leader`` may be -1 or absent
 (offline); ``size_bytes`` defaults to 0. Parquet (``.parquet``) holds the same records in one table with a
 ``type`` column and the union of the fields (null where a field does not apply), so one file is one
 snapshot whichever format it is in.
@@ -39,6 +40,7 @@ PARQUET_SCHEMA = pa.schema(
         ("rack", pa.string()),
         ("capacity_bytes", pa.int64()),
         ("alive", pa.bool_()),
+        ("cordoned", pa.bool_()),
         ("topic", pa.string()),
         ("partition", pa.int32()),
         ("replicas", pa.list_(pa.int32())),
@@ -156,7 +158,7 @@ def _read_parquet(path: Path) -> Snapshot:
     bad = set(kinds.dropna().unique()) - {"broker", "partition"}
     if bad or kinds.isna().any():
         raise PlannerError(f"snapshot {path}: unknown record type(s) {sorted(map(str, bad)) or ['null']}")
-    broker_cols = [c for c in ("type", "id", "rack", "capacity_bytes", "alive") if c in table.column_names]
+    broker_cols = [c for c in ("type", "id", "rack", "capacity_bytes", "alive", "cordoned") if c in table.column_names]
     broker_rows = table.select(broker_cols).filter(pc.equal(table["type"], "broker")).to_pylist()
     try:
         brokers = [_broker_from_record(row) for row in broker_rows]
@@ -185,11 +187,15 @@ def _broker_from_record(rec: dict[str, Any]) -> Broker:
         raise ValueError("'rack' must be a string")
     cap = rec.get("capacity_bytes")
     alive = rec.get("alive", True)
+    cordoned = rec.get("cordoned", False)
+    if cordoned is not None and not isinstance(cordoned, bool):
+        raise ValueError("'cordoned' must be true or false")
     return Broker(
         id=_req_int(rec, "id"),
         rack=rack,
         capacity_bytes=None if cap is None else int(cap),
         alive=True if alive is None else bool(alive),
+        cordoned=bool(cordoned),
     )
 
 
@@ -225,6 +231,7 @@ def write_snapshot(path: str | Path, brokers: list[Broker], partitions: pd.DataF
                 "rack": [b.rack for b in brokers] + [None] * n_p,
                 "capacity_bytes": [b.capacity_bytes for b in brokers] + [None] * n_p,
                 "alive": [b.alive for b in brokers] + [None] * n_p,
+                "cordoned": [b.cordoned for b in brokers] + [None] * n_p,
                 "topic": [None] * n_b + partitions["topic"].tolist(),
                 "partition": [None] * n_b + partitions["partition"].astype(int).tolist(),
                 "replicas": [None] * n_b + lists,
@@ -252,6 +259,8 @@ def _jsonl_lines(
         }
         if not b.alive:
             rec["alive"] = False
+        if b.cordoned:
+            rec["cordoned"] = True
         yield json.dumps(rec, separators=(",", ":")) + "\n"
     topics = partitions["topic"].tolist()
     parts = partitions["partition"].tolist()

@@ -34,7 +34,7 @@ from headwater.planner.reassignment import Change
 from headwater.planner.snapshot import PartitionSummary, orig_cols, plan_cols
 
 JSON_SCHEMA = (
-    "type STRING, id INT, rack STRING, capacity_bytes BIGINT, alive BOOLEAN, topic STRING, partition INT, "
+    "type STRING, id INT, rack STRING, capacity_bytes BIGINT, alive BOOLEAN, cordoned BOOLEAN, topic STRING, partition INT, "
     "replicas ARRAY<INT>, leader INT, size_bytes BIGINT"
 )
 
@@ -110,6 +110,7 @@ class SparkEngine:
                     ("rack", "string"),
                     ("capacity_bytes", "bigint"),
                     ("alive", "boolean"),
+                    ("cordoned", "boolean"),
                     ("leader", "int"),
                     ("size_bytes", "bigint"),
                 ):
@@ -128,7 +129,7 @@ class SparkEngine:
                 )
             rows = (
                 raw.filter(F.col("type") == "broker")
-                .select("id", "rack", "capacity_bytes", "alive")
+                .select("id", "rack", "capacity_bytes", "alive", "cordoned")
                 .collect()
             )
         except PlannerError:
@@ -145,6 +146,7 @@ class SparkEngine:
                     r["rack"],
                     None if r["capacity_bytes"] is None else int(r["capacity_bytes"]),
                     True if r["alive"] is None else bool(r["alive"]),
+                    bool(r["cordoned"]),
                 )
             )
         parts = raw.filter(F.col("type") == "partition").select(

@@ -81,7 +81,10 @@ class MetadataAuthority(Protocol):
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
                                 validate_only: bool, rq: quota.RequestQuota) -> None: ...
 
-    async def topic_configs(self, topic: TopicImage) -> dict[str, str]: ...
+    async def topic_configs(self, topic: TopicImage, *, fresh: bool = False) -> dict[str, str]:
+        """The topic's overrides (a copy). ``fresh``: as stored now, not as this broker last heard, for the
+        admin APIs (Kafka's ZooKeeper-mode DescribeConfigs and AlterConfigs read the znode)."""
+        ...
 
     async def write_topic_configs(self, topic: TopicImage, configs: dict[str, str]) -> None: ...
 
@@ -99,6 +102,10 @@ class MetadataAuthority(Protocol):
 
     async def write_user_configs(self, old: dict[str, dict[str, str]], new: dict[str, dict[str, str]]) -> None: ...
 
+    async def publish_cordoned_log_dirs(self, log_dirs: tuple[str, ...], cordoned: tuple[str, ...]) -> None:
+        """KIP-1066: this broker's cordoned log dirs, for whoever places new replicas (a broker whose every
+        dir is cordoned gets none)."""
+
 
 class LocalAuthority:
     """A standalone broker: every partition led by itself, with itself as the whole ISR."""
@@ -110,6 +117,7 @@ class LocalAuthority:
         # Dynamic broker configs, by entity ("<default>" and this broker's id), as /config/brokers has them.
         self._broker_store = LocalQuotaStore(ctx.config.log_dirs[0], BROKER_CONFIGS_FILE_NAME)
         self._rng = random.Random()
+        self._cordoned = False  # every log dir cordoned (KIP-1066)
 
     def initial_image(self) -> ClusterImage:
         return self._store.load()
@@ -177,7 +185,7 @@ class LocalAuthority:
         ctx = self._ctx
         n = len(ctx.image.brokers)
         topic = plan_create_topic(
-            ctx.image, name, num_partitions, replication_factor, assignments, configs,
+            self._placement_image(), name, num_partitions, replication_factor, assignments, configs,
             default_partitions=ctx.config.num_partitions,
             default_replication_factor=ctx.config.default_replication_factor,
             start_index=self._rng.randrange(n), shift=self._rng.randrange(n),
@@ -210,7 +218,7 @@ class LocalAuthority:
                                 validate_only: bool, rq: quota.RequestQuota) -> None:
         ctx = self._ctx
         n = len(ctx.image.brokers)
-        topic = plan_create_partitions(ctx.image, name, count, assignments,
+        topic = plan_create_partitions(self._placement_image(), name, count, assignments,
                                        start_index=self._rng.randrange(n), shift=self._rng.randrange(n))
         if validate_only:
             return
@@ -219,8 +227,18 @@ class LocalAuthority:
         self._set_image(ctx.image.with_topic(topic))
         self._lead(topic, [p for p in topic.partitions if p not in old])
 
-    async def topic_configs(self, topic: TopicImage) -> dict[str, str]:
+    async def topic_configs(self, topic: TopicImage, *, fresh: bool = False) -> dict[str, str]:
         return dict(topic.configs)
+
+    async def publish_cordoned_log_dirs(self, log_dirs: tuple[str, ...], cordoned: tuple[str, ...]) -> None:
+        self._cordoned = bool(log_dirs) and set(log_dirs) <= set(cordoned)
+
+    def _placement_image(self) -> ClusterImage:
+        """The image topic placement sees: this broker marked cordoned when every log dir is."""
+        image, me = self._ctx.image, self._ctx.config.broker_id
+        if not self._cordoned or me not in image.brokers:
+            return image
+        return replace(image, brokers={**image.brokers, me: replace(image.brokers[me], cordoned=True)})
 
     async def write_topic_configs(self, topic: TopicImage, configs: dict[str, str]) -> None:
         self._set_image(self._ctx.image.with_topic(replace(topic, configs=configs)))

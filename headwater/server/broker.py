@@ -35,7 +35,13 @@ from headwater.server.authority import LocalAuthority, MetadataAuthority
 from headwater.server.authz import Authz
 from headwater.server.cleaner import LogCleanerService
 from headwater.server.config import BrokerConfig
-from headwater.server.connection import Connection, Reply, current_connection, serve_connection_factory
+from headwater.server.connection import (
+    Connection,
+    ConnectionQuotas,
+    Reply,
+    current_connection,
+    serve_connection_factory,
+)
 from headwater.server.context import ANONYMOUS_USER, now_ms
 from headwater.server.groups import CLIENT_HOST, GroupShell
 from headwater.server.replica_manager import Hosted, ReplicaManager
@@ -91,6 +97,7 @@ class Broker:
         )
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[Connection] = set()
+        self.connection_quotas = ConnectionQuotas(config.inter_broker_listener, len(config.listeners))
         self._stopping = asyncio.Event()
         self._halt = asyncio.Event()  # set when the broker cannot go on (every log dir offline)
         self._dir_failures: asyncio.Task[None] | None = None
@@ -168,7 +175,7 @@ class Broker:
         for listener in self.config.listeners:
             server = await loop.create_server(
                 serve_connection_factory(self._handle_frame, self.config.socket_request_max_bytes, self._connections,
-                                         listener.name, self.authn.on_open),
+                                         listener.name, self.authn.on_open, self.connection_quotas),
                 host=listener.host,
                 port=listener.port,
                 reuse_address=True,

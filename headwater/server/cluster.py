@@ -77,6 +77,11 @@ class ClusterMember:
         self._electing = False
         self._stopping = False
         self.broker_epoch = -1  # this broker's life in ZooKeeper: its registration's czxid
+        # KIP-1066: this broker's log dirs and the cordoned ones, in its registration for the controller.
+        self._log_dirs: tuple[str, ...] = ()
+        self._cordoned: tuple[str, ...] = ()
+        self._registration: znodes.BrokerRegistration | None = None
+        self._registration_lock = asyncio.Lock()  # rewrites land in order, the latest last
 
     @property
     def broker_id(self) -> int:
@@ -116,7 +121,9 @@ class ClusterMember:
         cfg = self.broker.config
         endpoints = tuple(znodes.Endpoint(listener.name, listener.host, listener.port, listener.security_protocol)
                           for listener in cfg.advertised)
-        reg = znodes.BrokerRegistration(cfg.broker_id, endpoints, int(time.time() * 1000), cfg.rack)
+        reg = znodes.BrokerRegistration(cfg.broker_id, endpoints, int(time.time() * 1000), cfg.rack,
+                                        log_dirs=self._log_dirs, cordoned_log_dirs=self._cordoned)
+        self._registration = reg
         # A broker restarted within the session timeout finds its previous life's ephemeral node
         # still there. Kafka gives up at once; waiting for that session to expire (it will, the
         # process is gone) lets a quick restart just work, and a real duplicate id still fails.
@@ -131,6 +138,26 @@ class ClusterMember:
                 log.info("broker id %d is still registered by a previous session; waiting for it to expire", cfg.broker_id)
                 await asyncio.sleep(0.5)
         log.info("broker %d registered in ZooKeeper (broker epoch %d)", cfg.broker_id, self.broker_epoch)
+
+    async def publish_cordoned_log_dirs(self, log_dirs: tuple[str, ...], cordoned: tuple[str, ...]) -> None:
+        """KIP-1066 in ZooKeeper mode: the cordoned dirs go into this broker's registration (rewritten in
+        place: the broker epoch, its czxid, stays), which the controller watches. KRaft brokers send them
+        in BrokerRegistration and BrokerHeartbeat; a ZooKeeper-mode registration has no such field."""
+        if (log_dirs, cordoned) == (self._log_dirs, self._cordoned):
+            return
+        self._log_dirs, self._cordoned = log_dirs, cordoned
+        log.info("broker %d: cordoned log dirs %s", self.broker_id, list(cordoned) or "none")
+        async with self._registration_lock:
+            reg = self._registration
+            if reg is None or self.zk is None or self.broker_epoch < 0:
+                return  # not registered yet: _register writes them
+            if (reg.log_dirs, reg.cordoned_log_dirs) == (self._log_dirs, self._cordoned):
+                return  # a later call wrote them already
+            self._registration = replace(reg, log_dirs=self._log_dirs, cordoned_log_dirs=self._cordoned)
+            try:
+                await self.zk.set(PATHS.broker(self.broker_id), znodes.encode_broker(self._registration))
+            except Exception as exc:  # a lost session registers again, with the new fields
+                log.warning("broker %d could not update its registration: %s", self.broker_id, exc)
 
     def _session_lost(self) -> None:
         """The session expired: our ephemeral nodes are gone. Re-register in a new session, as Kafka does."""
@@ -268,10 +295,12 @@ class ClusterMember:
             return ErrorCode.STALE_BROKER_EPOCH
         return self.broker.replicas.check_controller_epoch(controller_epoch)
 
-    async def topic_configs(self, topic: str) -> dict[str, str]:
-        """A copy: a caller that changes it (and is then refused) must not change the cache."""
+    async def topic_configs(self, topic: str, *, fresh: bool = False) -> dict[str, str]:
+        """A copy: a caller that changes it (and is then refused) must not change the cache. ``fresh``
+        reads the znode even when cached: a change made through another broker may not have been
+        notified here yet."""
         cached = self._topic_configs.get(topic)
-        if cached is not None:
+        if cached is not None and not fresh:
             return dict(cached)
         configs: dict[str, str] = {}
         if self.zk is not None:

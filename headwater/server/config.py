@@ -6,7 +6,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from headwater.metadata.configs import check_broker_configs
 from headwater.metadata.zk import SECURITY_PROTOCOLS
+from headwater.protocol.errors import KafkaError
 
 _LISTENER = re.compile(r"([A-Za-z][A-Za-z0-9_]*)://(\[[0-9A-Fa-f:.]+\]|[^:/\s]*):([0-9]+)")
 
@@ -177,12 +179,17 @@ def broker_config(props: dict[str, str]) -> BrokerConfig:
     dirs = props.get("log.dirs") or props.get("log.dir")
     if not dirs:
         raise ConfigError("log.dirs is required")
+    log_dirs = tuple(Path(d.strip()) for d in dirs.split(",") if d.strip())
+    try:  # what KafkaConfig refuses at start: cordoned.log.dirs outside log.dirs, max.connections.per.ip*
+        check_broker_configs(props, {}, {}, [str(d) for d in log_dirs])
+    except KafkaError as exc:
+        raise ConfigError(exc.message or str(exc)) from None
     return BrokerConfig(
         props=props,
         broker_id=broker_id,
         listeners=listeners,
         advertised=advertised,
-        log_dirs=tuple(Path(d.strip()) for d in dirs.split(",") if d.strip()),
+        log_dirs=log_dirs,
         num_partitions=_int(props, "num.partitions", 1),
         default_replication_factor=_int(props, "default.replication.factor", 1),
         auto_create_topics=_bool(props, "auto.create.topics.enable", True),

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import logging
 import os
+import socket
 import struct
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, cast
 
+from headwater.metadata.configs import ConnectionLimits
 from headwater.protocol.frame import MalformedFrameError, frame_size
 
 log = logging.getLogger(__name__)
@@ -86,6 +90,10 @@ class Connection(asyncio.BufferedProtocol):
         self.closed = False
         self._writer: asyncio.Task[None] | None = None
         self._sock_fd = -1
+        self.ip = "?"  # the peer's address, which per-IP connection limits count
+        self.last_active_s = time.monotonic()  # the least recently active goes first when over max.connections
+        self._held = False  # waiting for a connection slot (max.connections): nothing is read
+        self.quotas: ConnectionQuotas | None = None
 
     # --- asyncio protocol callbacks -------------------------------------------------------------
 
@@ -94,6 +102,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.ip = str(peer[0]) if peer else "?"
         sock = transport.get_extra_info("socket")
         self._sock_fd = sock.fileno() if sock is not None else -1
         # Over TLS the kernel cannot encrypt, so fetch bytes go through the transport (no sendfile).
@@ -101,6 +110,18 @@ class Connection(asyncio.BufferedProtocol):
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
         if self._on_open is not None:
             self._on_open(self)
+        if self.quotas is not None:
+            self.quotas.opened(self)
+
+    def hold(self) -> None:
+        """Read nothing until :meth:`release`: the connection waits for a slot, as a socket Kafka's
+        acceptor has not taken yet waits in the listen backlog."""
+        self._held = True
+        self._update_reading()
+
+    def release(self) -> None:
+        self._held = False
+        self._update_reading()
 
     def set_max_frame_bytes(self, limit: int) -> None:
         """Lower before authentication (Kafka's sasl.server.max.receive.size), the full size after."""
@@ -112,6 +133,7 @@ class Connection(asyncio.BufferedProtocol):
         return memoryview(self._scratch)[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active_s = time.monotonic()
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled == len(self._big):
@@ -182,7 +204,7 @@ class Connection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        if self._reading_paused or self._muted:
+        if self._reading_paused or self._muted or self._held:
             self.transport.pause_reading()
         else:
             self.transport.resume_reading()
@@ -301,10 +323,136 @@ current_connection: ContextVar[Connection | None] = ContextVar("current_connecti
 
 def serve_connection_factory(handler: Handler, max_frame_bytes: int, registry: set[Connection],
                              listener: str | None = None,
-                             on_open: Callable[[Connection], None] | None = None) -> Callable[[], Any]:
+                             on_open: Callable[[Connection], None] | None = None,
+                             quotas: ConnectionQuotas | None = None) -> Callable[[], Any]:
+    def on_close(conn: Connection) -> None:
+        registry.discard(conn)
+        if quotas is not None:
+            quotas.closed(conn)
+
     def factory() -> Connection:
-        conn = Connection(handler, max_frame_bytes, registry.discard, listener, on_open)
+        conn = Connection(handler, max_frame_bytes, on_close, listener, on_open)
+        conn.quotas = quotas
         registry.add(conn)
         return conn
 
     return factory
+
+
+class ConnectionQuotas:
+    """Kafka's ``ConnectionQuotas`` (``SocketServer.scala``, 3.9) for the connections of every listener.
+
+    * ``max.connections.per.ip`` (and ``max.connections.per.ip.overrides``, by host name or address): a
+      connection from an address that already has that many is closed at once, logged as Kafka's acceptor
+      logs it ("Rejected connection from ..., address already has the configured maximum of N connections.").
+    * ``max.connections`` (and ``listener.name.<l>.max.connections``): past the limit a new connection
+      waits, unread, until another closes, as Kafka's acceptor stops accepting (the socket waits in the
+      listen backlog). The inter-broker listener, when there are several, is not held by the broker-wide
+      limit; connections of the other listeners are then closed, least recently active first, until the
+      count is back within it, as Kafka's processors do (``closeExcessConnections``); lowering the limit
+      closes the excess the same way.
+
+    ``max.connection.creation.rate`` (KIP-612) is not applied."""
+
+    def __init__(self, inter_broker_listener: str | None = None, listener_count: int = 1) -> None:
+        self._inter_broker = inter_broker_listener if listener_count > 1 else None  # Kafka's protectedListener
+        self._limits = ConnectionLimits()
+        self._per_address: dict[str, int] = {}  # max.connections.per.ip.overrides, host names resolved
+        self._by_ip: collections.Counter[str] = collections.Counter()
+        self._by_listener: collections.Counter[str | None] = collections.Counter()
+        self._admitted: set[Connection] = set()
+        self._waiting: collections.deque[Connection] = collections.deque()
+
+    @property
+    def total(self) -> int:
+        """Connections counted against the limits (one being closed counts until it is gone)."""
+        return len(self._admitted)
+
+    def configure(self, limits: ConnectionLimits) -> None:
+        """New limits (a dynamic config change): waiting connections that now fit are taken, and
+        connections over a lowered ``max.connections`` are closed."""
+        if limits == self._limits:
+            return
+        per_address: dict[str, int] = {}
+        for host, count in limits.per_ip_overrides.items():
+            try:  # InetAddress.getByName: an address as is, a name resolved (once, here)
+                address = str(ipaddress.ip_address(host)) if _is_address(host) else socket.gethostbyname(host)
+            except (OSError, ValueError) as exc:
+                log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, exc)
+                continue
+            per_address[address] = count
+        self._limits, self._per_address = limits, per_address
+        log.info("connection limits: max.connections=%d, max.connections.per.ip=%d, overrides=%s, per listener=%s",
+                 limits.max_connections, limits.per_ip, dict(limits.per_ip_overrides), dict(limits.per_listener))
+        self._take_waiting()
+        self._close_excess()
+
+    def opened(self, conn: Connection) -> None:
+        if self._slot_available(conn.listener):
+            self._admit(conn)
+        else:
+            conn.hold()
+            self._waiting.append(conn)
+
+    def closed(self, conn: Connection) -> None:
+        if conn in self._admitted:
+            self._admitted.discard(conn)
+            self._by_ip[conn.ip] -= 1
+            if self._by_ip[conn.ip] <= 0:
+                del self._by_ip[conn.ip]
+            self._by_listener[conn.listener] -= 1
+            self._take_waiting()
+        elif conn in self._waiting:
+            self._waiting.remove(conn)
+
+    def _slot_available(self, listener: str | None) -> bool:
+        """Kafka's ``connectionSlotAvailable``."""
+        if self._by_listener[listener] >= self._limits.per_listener.get(listener or "", _INT_MAX):
+            return False
+        return listener == self._inter_broker or self.total < self._limits.max_connections
+
+    def _admit(self, conn: Connection) -> None:
+        limit = self._per_address.get(_normal(conn.ip), self._limits.per_ip)
+        if self._by_ip[conn.ip] >= limit:
+            log.info("Rejected connection from /%s, address already has the configured maximum of %d connections.",
+                     conn.ip, limit)
+            conn.abort("too many connections", quiet=True)
+            return
+        self._admitted.add(conn)
+        self._by_ip[conn.ip] += 1
+        self._by_listener[conn.listener] += 1
+        self._close_excess()
+
+    def _take_waiting(self) -> None:
+        while self._waiting and self._slot_available(self._waiting[0].listener):
+            conn = self._waiting.popleft()
+            if not conn.closed:
+                conn.release()
+                self._admit(conn)
+
+    def _close_excess(self) -> None:
+        open_conns = [c for c in self._admitted if not c.closed]  # those being closed are as good as gone
+        excess = len(open_conns) - self._limits.max_connections
+        if excess <= 0:
+            return
+        others = sorted((c for c in open_conns if c.listener != self._inter_broker), key=lambda c: c.last_active_s)
+        for conn in others[:excess]:
+            conn.abort(f"over max.connections ({self._limits.max_connections})")
+
+
+_INT_MAX = (1 << 31) - 1
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _normal(ip: str) -> str:
+    try:
+        return str(ipaddress.ip_address(ip))
+    except ValueError:
+        return ip

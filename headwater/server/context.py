@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from headwater.server.authority import MetadataAuthority
     from headwater.server.authz import Authz
     from headwater.server.config import BrokerConfig
+    from headwater.server.connection import ConnectionQuotas
     from headwater.server.groups import GroupShell
     from headwater.server.replica_manager import Hosted, ReplicaManager
     from headwater.server.topic_creation import TopicCreator
@@ -49,6 +50,7 @@ class BrokerContext(Protocol):
     authority: MetadataAuthority
     topic_creator: TopicCreator
     groups: GroupShell
+    connection_quotas: ConnectionQuotas
 
     @property
     def image(self) -> ClusterImage:

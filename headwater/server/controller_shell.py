@@ -86,6 +86,7 @@ class ControllerShell:
         self._rng = random.Random()
         self.active = False
         self._broker_change_queued = False
+        self._watched_brokers: set[str] = set()  # /brokers/ids/<id> with a data watch (registration changes)
         self._log_dir_task: asyncio.Task[None] | None = None
         self._legacy_seen = -1  # czxid of the legacy reassignment znode already handed to the core
         self._current: _Pending | None = None  # the event being processed
@@ -201,7 +202,19 @@ class ControllerShell:
             return
         self.submit(ev.BrokerDefaultConfigsChanged(configs))
 
-    def _on_broker_children(self, _children: list[str]) -> None:
+    def _on_broker_children(self, children: list[str]) -> None:
+        # A broker rewrites its registration in place when its cordoned log dirs change (KIP-1066):
+        # watch each one's data too, as Kafka's controller watches broker modifications.
+        for child in children:
+            if self.active and child not in self._watched_brokers and child.isdigit():
+                self._watched_brokers.add(child)
+                self.zk.watch_data(PATHS.broker(int(child)), self._on_broker_data)
+        self._queue_broker_change()
+
+    def _on_broker_data(self, _data: bytes | None, _stat: Any) -> None:
+        self._queue_broker_change()
+
+    def _queue_broker_change(self) -> None:
         # The read and the diff against the controller's view happen in the event loop, in turn
         # with every other event: two reads racing each other could otherwise apply an older
         # view after a newer one (a broker that expired and re-registered would stay "expired").

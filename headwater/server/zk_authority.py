@@ -124,8 +124,8 @@ class ZkAuthority:
         if result.error != ErrorCode.NONE:
             raise KafkaError(result.error, result.message)
 
-    async def topic_configs(self, topic: TopicImage) -> dict[str, str]:
-        return await self.member.topic_configs(topic.name)
+    async def topic_configs(self, topic: TopicImage, *, fresh: bool = False) -> dict[str, str]:
+        return await self.member.topic_configs(topic.name, fresh=fresh)
 
     async def write_topic_configs(self, topic: TopicImage, configs: dict[str, str]) -> None:
         await self.member.write_topic_configs(topic.name, configs)
@@ -142,6 +142,9 @@ class ZkAuthority:
 
     async def load_user_configs(self) -> dict[str, dict[str, str]] | None:
         return await self.member.load_quota_configs()
+
+    async def publish_cordoned_log_dirs(self, log_dirs: tuple[str, ...], cordoned: tuple[str, ...]) -> None:
+        await self.member.publish_cordoned_log_dirs(log_dirs, cordoned)
 
     async def write_user_configs(self, old: dict[str, dict[str, str]], new: dict[str, dict[str, str]]) -> None:
         for path in sorted(set(new) | set(old)):

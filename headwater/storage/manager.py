@@ -9,9 +9,11 @@ Layout of a log directory (Kafka's)::
       replication-offset-checkpoint       per partition: the high watermark
       <topic>-<partition>/                one PartitionLog
       <topic>-<partition>.<uuid hex>-delete/   a deleted partition, removed by tick()
+      <topic>-<partition>.<uuid hex>-future/   a future log: the partition moving here from another
+                                          log dir of this broker (AlterReplicaLogDirs)
 
 Rules: a partition lives in exactly one log dir; new partitions go to the online dir holding the
-fewest. An I/O error in any log of a dir (the disk is full, failing or gone) takes the whole dir
+fewest, leaving out cordoned dirs (KIP-1066) unless every one is. An I/O error in any log of a dir (the disk is full, failing or gone) takes the whole dir
 offline, as Kafka's LogDirFailureChannel does: the manager records it, the broker calls
 ``take_offline`` and from then on that dir's partitions are neither served nor created until the
 broker restarts; the other dirs carry on. The clean-shutdown marker exists only while no broker has the logs open, so finding it on load
@@ -74,6 +76,8 @@ class LogManager:
         self._deleted_dirs: list[tuple[int, PartitionLog | None, Path]] = []
         self._loaded = False
         self.offline_dirs: set[Path] = set()
+        # KIP-1066: dirs that take no new partition (cordoned.log.dirs); their logs keep serving.
+        self.cordoned_dirs: frozenset[Path] = frozenset()
         self._offline_partitions: dict[tuple[str, int], Path] = {}
         self._failed_dirs: list[Path] = []  # failed, not yet taken offline
         self._failed_lock = threading.Lock()  # logs report failures from flush threads too
@@ -155,6 +159,10 @@ class LogManager:
         """The partition's log is in a dir that failed: KAFKA_STORAGE_ERROR until the broker restarts."""
         return (topic, partition) in self._offline_partitions
 
+    def cordon(self, dirs: list[Path]) -> None:
+        """These log dirs take no new partition from now on (and no others are cordoned)."""
+        self.cordoned_dirs = frozenset(Path(d) for d in dirs)
+
     @property
     def online_dirs(self) -> list[Path]:
         return [d for d in self.log_dirs if d not in self.offline_dirs]
@@ -173,7 +181,10 @@ class LogManager:
         if not online:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "every log dir is offline")
         counts = self._dir_counts()
-        log_dir = min(online, key=lambda d: counts[d])  # ties go to the first listed
+        # Kafka's LogManager.nextLogDirs: the uncordoned dir holding the fewest (ties go to the first
+        # listed); when every one is cordoned (the controller placed it before it learnt), the first.
+        open_dirs = [d for d in online if d not in self.cordoned_dirs] or online[:1]
+        log_dir = min(open_dirs, key=lambda d: counts[d])
         log_dir.mkdir(parents=True, exist_ok=True)
         directory = log_dir / partition_dir_name(topic, partition)
         try:

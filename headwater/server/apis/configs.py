@@ -3,16 +3,22 @@ configs live is the metadata authority's business, what they mean ``headwater/me
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from headwater.metadata import config_catalog as catalog
 from headwater.metadata.configs import (
+    CORDONED_LOG_DIRS,
     HEADWATER_BROKER_CONFIGS,
     ConfigSource,
     apply_incremental,
+    check_broker_configs,
+    check_reconfiguration,
     check_tiered_storage,
+    connection_limits,
+    cordoned_log_dirs,
     validate_broker_update,
     validate_topic_configs,
 )
@@ -22,6 +28,8 @@ from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.security.acl import AclOperation
 from headwater.server.authority import Handler
 from headwater.server.context import BrokerContext
+
+log = logging.getLogger(__name__)
 
 
 class ConfigApis:
@@ -77,7 +85,7 @@ class ConfigApis:
         """Every config of the resource as Kafka's ConfigHelper.describeConfigs reports it."""
         props = self.ctx.config.props
         if resource_type == RESOURCE_TOPIC:
-            overrides = await self.ctx.authority.topic_configs(self._topic(name))
+            overrides = await self.ctx.authority.topic_configs(self._topic(name), fresh=True)
             return catalog.describe_topic(overrides, self.dynamic_broker, self.dynamic_default, props)
         if resource_type == RESOURCE_BROKER:
             broker_id = self.ctx.config.broker_id
@@ -123,7 +131,24 @@ class ConfigApis:
         self.ctx.replicas.set_throttle_rates(*(int(r) if r is not None else None for r in rates))
         reassignment_rate = merged.get("reassignment.throttled.rate")
         self.ctx.replicas.set_reassignment_rate(int(reassignment_rate) if reassignment_rate is not None else None)
+        props = self.ctx.config.props
+        self.ctx.connection_quotas.configure(connection_limits(
+            props, self.dynamic_broker, self.dynamic_default, [lst.name for lst in self.ctx.config.listeners]))
+        await self._apply_cordoned_log_dirs()
         await self.refresh_log_configs()  # a topic without an override follows the broker's log.* defaults
+
+    async def _apply_cordoned_log_dirs(self) -> None:
+        """KIP-1066: new replicas go to uncordoned dirs, and the controller learns which dirs are cordoned
+        (a per-broker config: the dynamic value replaces the static one, as DynamicLogConfig.reconfigure)."""
+        value = self.dynamic_broker.get(CORDONED_LOG_DIRS, self.ctx.config.props.get(CORDONED_LOG_DIRS, ""))
+        log_dirs = [str(d) for d in self.ctx.config.log_dirs]
+        try:
+            cordoned = cordoned_log_dirs(value, log_dirs)
+        except KafkaError as exc:  # only a hand-written znode gets here: keep what was in force
+            log.error("%s=%s ignored: %s", CORDONED_LOG_DIRS, value, exc.message)
+            return
+        self.ctx.logs.cordon([d for d in self.ctx.config.log_dirs if str(d) in cordoned])
+        await self.ctx.authority.publish_cordoned_log_dirs(tuple(log_dirs), tuple(cordoned))
 
     async def alter_configs(self, req: Request) -> Any:
         async def replace_all(res: Any) -> None:
@@ -150,7 +175,7 @@ class ConfigApis:
             if res.resource_type != RESOURCE_TOPIC:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             topic = self._topic(res.resource_name)
-            configs = apply_incremental(await self.ctx.authority.topic_configs(topic), ops)
+            configs = apply_incremental(await self.ctx.authority.topic_configs(topic, fresh=True), ops)
             await self._apply_topic_configs(res.resource_name, configs, req.body.validate_only)
 
         return await self._alter(req, apply_ops)
@@ -202,6 +227,10 @@ class ConfigApis:
         entity = self._broker_entity(name)
         try:
             validate_broker_update(configs, per_broker=bool(name))
+            # The whole broker config with the change, as DynamicBrokerConfig.validate builds it.
+            mine, default = (configs, self.dynamic_default) if name else (self.dynamic_broker, configs)
+            check_broker_configs(self.ctx.config.props, mine, default, [str(d) for d in self.ctx.config.log_dirs])
+            check_reconfiguration(self.ctx.config.props, self.dynamic_broker, self.dynamic_default, mine, default)
         except KafkaError as exc:
             # ZkAdminManager names the resource in the message of a refused broker config.
             raise KafkaError(exc.code, catalog.alter_error_message("BROKER", name, exc.message or "")) from None

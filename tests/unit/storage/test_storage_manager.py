@@ -206,3 +206,19 @@ def test_a_deleted_partition_read_lately_is_removed_only_after_the_send_grace(tm
     mgr.tick(clock.now_ms + SEND_GRACE_MS)
     assert not list((tmp_path / "d").glob("t-0.*-delete"))
     mgr.close()
+
+
+def test_new_partitions_skip_cordoned_dirs(tmp_path: Path, clock: FakeClock) -> None:
+    """KIP-1066, Kafka's LogManager.nextLogDirs (trunk): the uncordoned dir with the fewest partitions; the
+    first live dir when every one is cordoned (the controller may place a replica before it learns)."""
+    dirs = [tmp_path / "d0", tmp_path / "d1", tmp_path / "d2"]
+    mgr = LogManager(dirs, LogConfig(), clock_ms=clock)
+    mgr.load()
+    mgr.cordon([dirs[0]])
+    placed = [mgr.log_dir_of(mgr.get_or_create("t", p)).name for p in range(4)]
+    assert sorted(placed) == ["d1", "d1", "d2", "d2"]
+    mgr.cordon(dirs)
+    assert mgr.log_dir_of(mgr.get_or_create("t", 4)).name == "d0"
+    mgr.cordon([])
+    assert mgr.log_dir_of(mgr.get_or_create("t", 5)).name == "d0"  # the emptiest again
+    mgr.close()
