@@ -37,6 +37,8 @@ from headwater.controller.effects import (
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
+    ElectionResult,
+    ElectLeadersResponse,
     ListPartitionReassignmentsResponse,
     Response,
     TopicResult,
@@ -45,6 +47,7 @@ from headwater.controller.effects import (
 from headwater.controller.events import (
     AlterPartitionReassignmentsRequested,
     AlterPartitionReceived,
+    AutoRebalanceCheck,
     BrokerDefaultConfigsChanged,
     BrokerExpired,
     BrokerRegistered,
@@ -53,10 +56,12 @@ from headwater.controller.events import (
     CreatePartitionsRequested,
     CreateTopicsRequested,
     DeleteTopicsRequested,
+    ElectLeadersRequested,
     Event,
     LegacyReassignmentRequested,
     ListPartitionReassignmentsRequested,
     LogDirFailed,
+    PreferredElectionRequested,
     ReplicasOffline,
     Resigned,
     StopReplicaResponseReceived,
@@ -65,7 +70,7 @@ from headwater.controller.events import (
 from headwater.controller.partition_change import PartitionChangeBuilder
 from headwater.controller.reassignment import Reassignment, ReassignmentControl
 from headwater.controller.replication_control import ReplicationControl
-from headwater.controller.state import ControllerConfig, ControllerState, PartitionPhase
+from headwater.controller.state import BrokerDefaultsSeen, ControllerConfig, ControllerState, PartitionPhase
 from headwater.controller.topic_control import TopicControl
 from headwater.controller.znodes import LeaderIsr, LiveBroker, TopicPartition, TopicRecord
 from headwater.metadata.image import ClusterImage
@@ -82,7 +87,8 @@ __all__ = [
 
 EVENT_RULES: Mapping[type, str] = {
     ControllerElected: "load the snapshot; drop dead brokers from ISRs; elect offline partitions; create missing "
-    "states; resume deletions; LeaderAndIsr for every partition to its live replicas; full UpdateMetadata to all",
+    "states; resume deletions and reassignments; resume /admin/preferred_replica_election (then delete it); "
+    "LeaderAndIsr for every partition to its live replicas; full UpdateMetadata to all",
     Resigned: "forget everything; afterwards every event yields no writes and no requests",
     BrokerRegistered: "new broker (or a bounce: failure first): LeaderAndIsr for its replicas, elect offline "
     "partitions, resume its pending deletions, full UpdateMetadata to it, broker list to all",
@@ -102,13 +108,21 @@ EVENT_RULES: Mapping[type, str] = {
     "target that would put a broker over the limit is queued in /admin/reassignment_queue instead",
     ListPartitionReassignmentsRequested: "answer RS, AR and RR of the ongoing reassignments from the cache, and queued "
     "ones with their current replicas and no AR or RR; no writes",
-    BrokerDefaultConfigsChanged: "cache reassignment.max.concurrent.moves.per.broker; start queued moves that now fit",
+    BrokerDefaultConfigsChanged: "cache the cluster-wide broker configs (move limit, unclean default, auto rebalance); "
+    "start queued moves that now fit; if unclean election became the default, elect offline partitions",
     LogDirFailed: "LeaderAndIsr with the current state of every replica the broker holds, so its answer names the "
     "partitions in the failed dir (KAFKA_STORAGE_ERROR)",
     ReplicasOffline: "those replicas are offline until the broker re-registers: elect a new leader where one led "
     "(never an offline replica), remove them from the ISR (keep the last), list them as offline in UpdateMetadata",
     LegacyReassignmentRequested: "start every readable entry of /admin/reassign_partitions (no liveness check); "
     "entries that cannot start leave the znode, and each completed partition leaves it",
+    ElectLeadersRequested: "per partition (None: every partition): unknown, being deleted, ELECTION_NOT_NEEDED (led by "
+    "its preferred replica; for UNCLEAN, led by a live broker), else the PREFERRED or UNCLEAN election, "
+    "PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualifies",
+    PreferredElectionRequested: "preferred election for the partitions the znode names that need one; delete the znode",
+    AutoRebalanceCheck: "if auto.leader.rebalance.enable: for each broker with more than "
+    "leader.imbalance.per.broker.percentage of its preferred partitions led elsewhere, a preferred election for "
+    "those not being reassigned",
 }
 
 
@@ -129,6 +143,10 @@ def not_controller_response(event: Event) -> Response | None:
         return AlterPartitionReassignmentsResponse(code)
     if isinstance(event, ListPartitionReassignmentsRequested):
         return ListPartitionReassignmentsResponse(code)
+    if isinstance(event, ElectLeadersRequested):
+        # Kafka's processReplicaLeaderElection on a broker that is not the controller: per partition.
+        return ElectLeadersResponse(ErrorCode.NONE, tuple(
+            ElectionResult(t, p, code) for t, p in dict.fromkeys(event.partitions or ())))
     return None
 
 
@@ -167,7 +185,10 @@ class Controller:
             AlterPartitionReassignmentsRequested: reassignment.on_alter_reassignments,
             ListPartitionReassignmentsRequested: reassignment.on_list_reassignments,
             LegacyReassignmentRequested: reassignment.on_legacy_reassignment,
-            BrokerDefaultConfigsChanged: reassignment.on_broker_defaults_changed,
+            BrokerDefaultConfigsChanged: self._on_broker_defaults,
+            ElectLeadersRequested: replication.on_elect_leaders,
+            PreferredElectionRequested: replication.on_preferred_election_requested,
+            AutoRebalanceCheck: replication.on_auto_rebalance,
         }
         """Event type -> handler; the keys are exactly :data:`EVENT_RULES`' (a unit test checks)."""
 
@@ -232,6 +253,20 @@ class Controller:
     def max_moves_per_broker(self) -> int:
         return self._state.max_moves
 
+    @property
+    def auto_rebalance(self) -> bool:
+        """``auto.leader.rebalance.enable`` in force (the cluster-wide dynamic value, else this broker's)."""
+        return self._state.auto_rebalance()
+
+    @property
+    def rebalance_interval_s(self) -> int:
+        """``leader.imbalance.check.interval.seconds`` in force."""
+        return self._state.rebalance_interval_s()
+
+    def preferred_imbalance(self) -> dict[int, tuple[int, int]]:
+        """Per preferred replica: (partitions it should lead, of those led by another broker)."""
+        return self._replication.preferred_imbalance()
+
     def moves_per_broker(self) -> Counter[int]:
         """Ongoing moves per broker: a broker counts once per reassignment that has it in AR or RR."""
         return self._reassignment.moves()
@@ -292,6 +327,8 @@ class Controller:
         self._replication.drop_unregistered(change)
         self._replication.trigger_online(change)
         self._reassignment.resume(change)
+        if state.preferred_election is not None:
+            self._replication.elect_preferred_from_znode(change, state.preferred_election)
         for tp in change.active_partitions():
             for b in change.replicas_of(tp):
                 if b in state.live:
@@ -303,6 +340,17 @@ class Controller:
     def _on_resigned(self, event: Resigned) -> ControllerResult:
         self._state.reset()
         return ControllerResult()
+
+    def _on_broker_defaults(self, event: BrokerDefaultConfigsChanged) -> PartitionChangeBuilder:
+        """A higher move limit makes room (the result starts queued moves that now fit); unclean
+        election becoming the default elects offline partitions (Kafka's UncleanLeaderElectionEnable)."""
+        state = self._state
+        was_unclean = state.unclean_default()
+        state.observe(BrokerDefaultsSeen(event.configs))
+        change = PartitionChangeBuilder(state)
+        if state.unclean_default() and not was_unclean:
+            self._replication.trigger_online(change)
+        return change
 
     def _on_broker_registered(self, event: BrokerRegistered) -> PartitionChangeBuilder:
         """Kafka's onBrokerStartup: its replicas, then its reassignments and its pending deletions."""

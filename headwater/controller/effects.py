@@ -80,6 +80,11 @@ class ReassignmentQueueWritten:
     entries: tuple[tuple[TopicPartition, tuple[int, ...]], ...] | None
 
 
+@dataclass(frozen=True, slots=True)
+class PreferredElectionRemoved:
+    """``/admin/preferred_replica_election`` is gone: the elections it asked for were tried."""
+
+
 Change = (
     PartitionStateWritten
     | TopicAssignmentWritten
@@ -90,6 +95,7 @@ Change = (
     | DeletionMarkerRemoved
     | LegacyReassignmentWritten
     | ReassignmentQueueWritten
+    | PreferredElectionRemoved
 )
 
 
@@ -327,6 +333,23 @@ class ListPartitionReassignmentsResponse:
     partitions: tuple[OngoingReassignment, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """One partition of ElectLeaders: NONE with the leader elected, or Kafka's code and message."""
+
+    topic: str
+    partition: int
+    error: ErrorCode
+    message: str | None = None
+    leader: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResponse:
+    error: ErrorCode
+    partitions: tuple[ElectionResult, ...] = ()
+
+
 Response = (
     AlterPartitionResponse
     | ControlledShutdownResponse
@@ -335,6 +358,7 @@ Response = (
     | CreatePartitionsResponse
     | AlterPartitionReassignmentsResponse
     | ListPartitionReassignmentsResponse
+    | ElectLeadersResponse
 )
 
 
@@ -350,6 +374,8 @@ class ControllerResult:
 
     writes: tuple[ZkWrite, ...] = ()
     response: Response | None = None
+    warnings: tuple[str, ...] = ()
+    """What an operator must hear about once the writes are accepted (an unclean election)."""
     build: Callable[[], tuple[BrokerRequest, ...]] | None = field(default=None, repr=False, compare=False)
     _requests: tuple[BrokerRequest, ...] | None = field(default=None, repr=False, compare=False)
 

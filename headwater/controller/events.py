@@ -9,9 +9,11 @@ Three kinds, which differ in how they may change the controller:
 * Requests from brokers and clients, each answered with a response: :class:`ControlledShutdownRequested`,
   :class:`AlterPartitionReceived`, :class:`CreateTopicsRequested`, :class:`DeleteTopicsRequested`,
   :class:`CreatePartitionsRequested`, :class:`AlterPartitionReassignmentsRequested`,
-  :class:`ListPartitionReassignmentsRequested`.
-* :class:`LegacyReassignmentRequested`: ``/admin/reassign_partitions`` was created (a ZooKeeper
-  fact, but one the controller acts on and then rewrites).
+  :class:`ListPartitionReassignmentsRequested`, :class:`ElectLeadersRequested`.
+* :class:`LegacyReassignmentRequested` and :class:`PreferredElectionRequested`:
+  ``/admin/reassign_partitions`` or ``/admin/preferred_replica_election`` was created (ZooKeeper
+  facts, but ones the controller acts on and then rewrites or deletes).
+* :class:`AutoRebalanceCheck`: the shell's ``leader.imbalance.check.interval.seconds`` timer fired.
 * Responses to the controller's own requests: :class:`StopReplicaResponseReceived`.
 
 Decisions never change the controller's state in :meth:`Controller.handle`; they come back as
@@ -25,6 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from headwater.controller.znodes import TopicPartition, ZkSnapshot
 from headwater.metadata.image import BrokerInfo
@@ -200,9 +203,40 @@ class LegacyReassignmentRequested:
 class BrokerDefaultConfigsChanged:
     """``/config/brokers/<default>`` now holds ``configs`` (the cluster-wide dynamic broker defaults).
 
-    The controller reads ``reassignment.max.concurrent.moves.per.broker`` from it."""
+    The controller reads ``reassignment.max.concurrent.moves.per.broker``, ``unclean.leader.election.enable``
+    and the automatic leader rebalance's configs from it."""
 
     configs: Mapping[str, str]
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' ElectionType (KIP-460)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersRequested:
+    """ElectLeaders (KIP-183, KIP-460): elect these partitions' leaders, or every partition's (None).
+
+    With None, partitions whose leader is already right are left out of the answer (KafkaApis)."""
+
+    partitions: tuple[tuple[str, int], ...] | None
+    election_type: ElectionType = ElectionType.PREFERRED
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredElectionRequested:
+    """``/admin/preferred_replica_election`` was created naming ``partitions`` (an unreadable
+    document names none); the controller elects them and deletes the znode."""
+
+    partitions: frozenset[tuple[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class AutoRebalanceCheck:
+    """Time for the automatic preferred-leader rebalance (``auto.leader.rebalance.enable``)."""
 
 
 Event = (
@@ -223,4 +257,7 @@ Event = (
     | ListPartitionReassignmentsRequested
     | LegacyReassignmentRequested
     | BrokerDefaultConfigsChanged
+    | ElectLeadersRequested
+    | PreferredElectionRequested
+    | AutoRebalanceCheck
 )

@@ -95,6 +95,7 @@ class PartitionChangeBuilder:
         self.queue: dict[TopicPartition, tuple[int, ...]] | None = None
         """This step's copy of the reassignment queue once it touched it (None: unchanged)."""
         self.metadata_first = False
+        self.warnings: list[str] = []
         """A LeaderAndIsr of METADATA_FIRST_PARTITIONS or more is preceded by an UpdateMetadata of the
         live brokers alone (failover)."""
 
@@ -283,7 +284,7 @@ class PartitionChangeBuilder:
             self.um.add(tp)
         if last is not None:
             writes.append(last)
-        return ControllerResult(tuple(writes), self.response, build=self._plan().build)
+        return ControllerResult(tuple(writes), self.response, tuple(self.warnings), build=self._plan().build)
 
     def _plan(self) -> RequestPlan:
         state = self.state

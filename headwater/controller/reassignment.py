@@ -28,7 +28,6 @@ from headwater.controller.effects import (
 )
 from headwater.controller.events import (
     AlterPartitionReassignmentsRequested,
-    BrokerDefaultConfigsChanged,
     LegacyReassignmentRequested,
     ListPartitionReassignmentsRequested,
 )
@@ -38,8 +37,6 @@ from headwater.controller.state import (
     UNLIMITED_MOVES,
     ControllerState,
     LegacyReassignmentSeen,
-    MoveLimitSeen,
-    max_moves,
 )
 from headwater.controller.znodes import PATHS, ReplicaAssignment, TopicPartition, encode_reassignment_queue
 from headwater.metadata import zk
@@ -52,7 +49,8 @@ REASSIGNMENT_PHASES: Mapping[str, str] = {
     "A": "TRS not within the ISR: bump the leader epoch; LeaderAndIsr with RS, AR, RR to the live replicas of RS, "
     "IsNew for AR; the new replicas start fetching",
     "B": "TRS within the ISR: leader moves to the first live TRS replica in the ISR if it is not in TRS or not "
-    "live, else the leader epoch is bumped; each RR replica leaves the ISR (one write each); RR get "
+    "live, or if that replica is the preferred one (TRS[0]) and auto.leader.rebalance.enable; else the leader epoch "
+    "is bumped; each RR replica leaves the ISR (one write each); RR get "
     "StopReplica(delete=false) then StopReplica(delete=true); the topic znode gets RS = TRS last; the partition "
     "leaves /admin/reassign_partitions if the znode targets TRS; UpdateMetadata to every broker",
 }
@@ -172,11 +170,6 @@ class ReassignmentControl:
         self._process_legacy(change, self.state.legacy)
         return change
 
-    def on_broker_defaults_changed(self, event: BrokerDefaultConfigsChanged) -> PartitionChangeBuilder:
-        # A higher limit makes room: the result starts queued moves that now fit.
-        self.state.observe(MoveLimitSeen(max_moves(event.configs)))
-        return PartitionChangeBuilder(self.state)
-
     # --- resuming -----------------------------------------------------------------------------------
 
     def resume(self, change: PartitionChangeBuilder) -> None:
@@ -272,7 +265,13 @@ class ReassignmentControl:
         state = change.view(tp)
         if state is not None:
             eligible = self.state.eligible()
-            if state.leader not in target or state.leader not in eligible:      # B3: ReassignPartitionLeaderElection
+            preferred = target[0]
+            # A move ends where the plan says: with auto.leader.rebalance.enable, the preferred replica
+            # takes over at once rather than at the next rebalance check. A cancel restores the original
+            # replicas and keeps its leader (nothing is being reassigned by then).
+            hand_back = (a.is_being_reassigned and self.state.auto_rebalance() and state.leader != preferred
+                         and preferred in state.isr and self.state.replica_online(preferred, tp))
+            if state.leader not in target or state.leader not in eligible or hand_back:  # B3: new leader
                 chosen = next((r for r in target if r in eligible and r in state.isr), None)
                 if chosen is not None:
                     change.stage(tp, chosen, state.isr)

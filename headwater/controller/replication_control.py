@@ -1,5 +1,6 @@
 """Brokers, ISRs and elections: Kafka's ``PartitionStateMachine`` / ``ReplicaStateMachine`` /
-``Election`` as the ZooKeeper controller applies them.
+``Election`` as the ZooKeeper controller applies them, plus the elections an operator asks for
+(ElectLeaders, ``/admin/preferred_replica_election``) and the automatic leader rebalance.
 
 Elections (:data:`ELECTION_RULES`, :func:`elect_leader`) pick the first replica in assignment
 order that qualifies, and every controller-made change of leader or ISR bumps the leader epoch (a
@@ -19,15 +20,23 @@ from headwater.controller.effects import (
     AlterPartitionResult,
     ControlledShutdownResponse,
     ControllerResult,
+    ElectionResult,
+    ElectLeadersResponse,
+    PreferredElectionRemoved,
     StopReplicaPartition,
+    ZkOp,
 )
 from headwater.controller.events import (
     AlterPartitionItem,
     AlterPartitionReceived,
+    AutoRebalanceCheck,
     BrokerExpired,
     BrokerRegistered,
     ControlledShutdownRequested,
+    ElectionType,
+    ElectLeadersRequested,
     LogDirFailed,
+    PreferredElectionRequested,
     ReplicasOffline,
 )
 from headwater.controller.partition_change import PartitionChangeBuilder
@@ -39,13 +48,15 @@ from headwater.controller.state import (
     ReplicaOffline,
     ShutdownStarted,
 )
-from headwater.controller.znodes import NO_LEADER, LeaderIsr, LiveBroker, TopicPartition
+from headwater.controller.znodes import NO_LEADER, PATHS, LeaderIsr, LiveBroker, TopicPartition
 from headwater.protocol.errors import ErrorCode
 
 
 class Election(Enum):
     OFFLINE = "offline"
     CONTROLLED_SHUTDOWN = "controlled_shutdown"
+    PREFERRED = "preferred"
+    UNCLEAN = "unclean"
 
 
 ELECTION_RULES: Mapping[Election, str] = {
@@ -58,7 +69,21 @@ ELECTION_RULES: Mapping[Election, str] = {
         "leader = first replica in assignment order that is live, in the ISR and not shutting down; "
         "ISR := ISR minus shutting-down brokers. Otherwise the leader stays (reported as remaining)."
     ),
+    Election.PREFERRED: (
+        "leader = the first replica in assignment order, if it is online (registered, not shutting down, its log "
+        "dir not failed) and in the ISR; ISR unchanged. Otherwise no change (PREFERRED_LEADER_NOT_AVAILABLE)."
+    ),
+    Election.UNCLEAN: (
+        "as OFFLINE with unclean.leader.election.enable taken as true whatever the configs say: an operator asked "
+        "for it through ElectLeaders. Otherwise no change (ELIGIBLE_LEADERS_NOT_AVAILABLE)."
+    ),
 }
+
+STRATEGY_NAMES: Mapping[Election, str] = {
+    Election.PREFERRED: "PreferredReplicaPartitionLeaderElectionStrategy",
+    Election.UNCLEAN: "OfflinePartitionLeaderElectionStrategy(true)",
+}
+"""How Kafka's controller names the strategy in a failed election's message."""
 
 
 def elect_leader(
@@ -70,7 +95,14 @@ def elect_leader(
     *,
     unclean: bool = False,
 ) -> tuple[int, tuple[int, ...]] | None:
-    """Kafka's ``Election``: the new (leader, ISR) or None. ``live`` excludes shutting-down brokers."""
+    """Kafka's ``Election``: the new (leader, ISR) or None. ``live`` excludes shutting-down brokers.
+
+    For PREFERRED, ``replicas`` must be the whole assignment: only its first replica may be chosen."""
+    if strategy is Election.PREFERRED:
+        first = replicas[0] if replicas else NO_LEADER
+        return (first, tuple(isr)) if first in live and first in isr else None
+    if strategy is Election.UNCLEAN:
+        strategy, unclean = Election.OFFLINE, True
     for r in replicas:
         if r in live and r in isr:
             if strategy is Election.OFFLINE:
@@ -102,13 +134,126 @@ class ReplicationControl:
         state = change.view(tp)
         assert state is not None
         cache = self.state
-        replicas = [r for r in change.replicas_of(tp) if not cache.replica_offline(r, tp)]
-        chosen = elect_leader(strategy, replicas, state.isr, cache.eligible(), cache.shutting_down,
-                              unclean=cache.unclean(tp.topic))
+        assignment = change.replicas_of(tp)
+        if strategy is Election.PREFERRED:
+            online = {r for r in assignment[:1] if cache.replica_online(r, tp)}
+            chosen = elect_leader(strategy, assignment, state.isr, online, cache.shutting_down)
+        else:
+            replicas = [r for r in assignment if not cache.replica_offline(r, tp)]
+            chosen = elect_leader(strategy, replicas, state.isr, cache.eligible(), cache.shutting_down,
+                                  unclean=cache.unclean(tp.topic))
         if chosen is None:
             return False
-        change.stage(tp, chosen[0], chosen[1])
+        new = change.stage(tp, chosen[0], chosen[1])
+        if chosen[0] not in state.isr:
+            change.warnings.append(
+                f"Unclean leader election for partition {tp.topic}-{tp.partition}: broker {chosen[0]} leads at leader "
+                f"epoch {new.leader_epoch} though it was not in the ISR {list(state.isr)}; records above its log end "
+                f"offset that the ISR held are lost, and the other replicas truncate to it")
         return True
+
+    def elect_requested(self, change: PartitionChangeBuilder, tp: TopicPartition,
+                        kind: ElectionType) -> ElectionResult:
+        """One partition of ElectLeaders, as Kafka's processReplicaLeaderElection decides it: unknown,
+        being deleted, already led as asked (ELECTION_NOT_NEEDED), elected, or no eligible replica."""
+        cache = self.state
+
+        def answer(code: ErrorCode, message: str | None = None, leader: int = NO_LEADER) -> ElectionResult:
+            return ElectionResult(tp.topic, tp.partition, code, message, leader)
+
+        if not cache.exists(tp):
+            return answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+        if change.leaving(tp.topic):
+            return answer(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted")
+        strategy = Election.PREFERRED if kind is ElectionType.PREFERRED else Election.UNCLEAN
+        failed = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if kind is ElectionType.PREFERRED
+                  else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+        state = change.view(tp)
+        if state is None:
+            return answer(failed, f"LeaderAndIsr information doesn't exist for partition {tp.topic}-{tp.partition} "
+                                  "in NewPartition state")
+        if kind is ElectionType.PREFERRED:
+            needed = state.leader != change.replicas_of(tp)[0]
+        else:
+            needed = state.leader == NO_LEADER or state.leader not in cache.live
+        if not needed:
+            return answer(ErrorCode.ELECTION_NOT_NEEDED)
+        if not self.elect(change, tp, strategy):
+            return answer(failed, f"Failed to elect leader for partition {tp.topic}-{tp.partition} under strategy "
+                                  f"{STRATEGY_NAMES[strategy]}")
+        elected = change.view(tp)
+        assert elected is not None
+        return answer(ErrorCode.NONE, leader=elected.leader)
+
+    def on_elect_leaders(self, event: ElectLeadersRequested) -> PartitionChangeBuilder:
+        change = PartitionChangeBuilder(self.state)
+        if event.partitions is None:
+            wanted = [tp for tp in change.active_partitions() if self.state.exists(tp)]
+        else:
+            wanted = list(dict.fromkeys(TopicPartition(t, p) for t, p in event.partitions))  # a set in Kafka
+        results = tuple(self.elect_requested(change, tp, event.election_type) for tp in wanted)
+        change.response = ElectLeadersResponse(ErrorCode.NONE, results)
+        return change
+
+    def elect_preferred_from_znode(self, change: PartitionChangeBuilder, partitions: Set[TopicPartition]) -> None:
+        """``/admin/preferred_replica_election`` (Kafka's ZkTriggered election): elect the partitions it
+        names that exist, are not being deleted and are not led by their preferred replica yet; then
+        delete the znode, whatever the outcome."""
+        for tp in sorted(partitions):
+            if self.state.exists(tp) and not change.leaving(tp.topic) and change.view(tp) is not None:
+                self.elect_requested(change, tp, ElectionType.PREFERRED)
+                change.flush(tp)                # the elections are written before the znode goes
+        change.write(ZkOp.DELETE, PATHS.PREFERRED_REPLICA_ELECTION, None, PreferredElectionRemoved())
+
+    def on_preferred_election_requested(self, event: PreferredElectionRequested) -> PartitionChangeBuilder:
+        change = PartitionChangeBuilder(self.state)
+        self.elect_preferred_from_znode(change, {TopicPartition(t, p) for t, p in event.partitions})
+        return change
+
+    def preferred_imbalance(self) -> dict[int, tuple[int, int]]:
+        """Per preferred replica: (partitions it should lead, of those led by another broker). Topics
+        being deleted and partitions without a state are left out of the second figure only."""
+        cache = self.state
+        out: dict[int, tuple[int, int]] = {}
+        for name, topic in cache.topics.items():
+            if name in cache.deleting:
+                continue
+            for p, a in topic.partitions.items():
+                preferred = a.replicas[0]
+                state = cache.states.get(TopicPartition(name, p))
+                total, off = out.get(preferred, (0, 0))
+                out[preferred] = (total + 1, off + (state is not None and state.leader != preferred))
+        return out
+
+    def on_auto_rebalance(self, event: AutoRebalanceCheck) -> PartitionChangeBuilder | ControllerResult:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: for each broker whose share of partitions led by
+        another broker exceeds ``leader.imbalance.per.broker.percentage``, a preferred election for
+        those partitions whose preferred replica can lead (online, in the ISR). Partitions being
+        reassigned are left alone: their leader follows the reassignment."""
+        cache = self.state
+        if not cache.auto_rebalance():
+            return ControllerResult()
+        change = PartitionChangeBuilder(cache)
+        threshold = cache.imbalance_percentage() / 100
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        totals: dict[int, int] = {}
+        for name, topic in sorted(cache.topics.items()):
+            if name in cache.deleting:
+                continue
+            for p, a in sorted(topic.partitions.items()):
+                preferred = a.replicas[0]
+                totals[preferred] = totals.get(preferred, 0) + 1
+                tp = TopicPartition(name, p)
+                state = cache.states.get(tp)
+                if state is not None and state.leader != preferred:
+                    by_preferred.setdefault(preferred, []).append(tp)
+        for broker, off in sorted(by_preferred.items()):
+            if len(off) / totals[broker] <= threshold:
+                continue
+            for tp in off:
+                if not change.assignment(tp).is_being_reassigned:
+                    self.elect(change, tp, Election.PREFERRED)
+        return change
 
     def fail_replicas(self, change: PartitionChangeBuilder, tp: TopicPartition, dead: Set[int]) -> None:
         """Replicas on ``dead`` brokers went offline: elect if the leader is among them, then drop them from the ISR."""

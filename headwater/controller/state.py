@@ -21,6 +21,7 @@ from headwater.controller.effects import (
     DeletionMarkerRemoved,
     LegacyReassignmentWritten,
     PartitionStateWritten,
+    PreferredElectionRemoved,
     ReassignmentQueueWritten,
     TopicAssignmentWritten,
     TopicConfigRemoved,
@@ -84,6 +85,23 @@ class ControllerConfig:
     delete_topic_enable: bool = True
     unclean_leader_election_enable: bool = False
     """Broker default; the topic config ``unclean.leader.election.enable`` overrides it."""
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: int = 300
+    """These three (and the unclean default) are overridden by the cluster-wide dynamic broker configs."""
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    return default if value is None else value.strip().lower() == "true"
+
+
+def _int(value: str | None, default: int, lowest: int) -> int:
+    """A dynamic config's integer, or ``default`` for a value the broker's validation would have refused."""
+    try:
+        n = int(value) if value is not None else default
+    except ValueError:
+        return default
+    return n if n >= lowest else default
 
 
 # --- facts the controller observes: they change the cache without a write ----------------------
@@ -135,10 +153,10 @@ class TopicConfigSeen:
 
 
 @dataclass(frozen=True, slots=True)
-class MoveLimitSeen:
-    """``reassignment.max.concurrent.moves.per.broker`` in the cluster-wide broker defaults."""
+class BrokerDefaultsSeen:
+    """``/config/brokers/<default>`` holds ``configs``: the cluster-wide dynamic broker configs."""
 
-    limit: int
+    configs: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +173,7 @@ Fact = (
     | ReplicaOffline
     | ReplicaDeleted
     | TopicConfigSeen
-    | MoveLimitSeen
+    | BrokerDefaultsSeen
     | LegacyReassignmentSeen
 )
 
@@ -184,6 +202,9 @@ class ControllerState:
         self.queued: dict[TopicPartition, tuple[int, ...]] = {}   # insertion order is queue order
         self.queue_znode = False
         self.max_moves = UNLIMITED_MOVES
+        self.broker_defaults: dict[str, str] = {}
+        self.preferred_election: frozenset[TopicPartition] | None = None
+        """``/admin/preferred_replica_election`` as read at failover (None: absent), until deleted."""
         self.offline_replicas: dict[int, set[TopicPartition]] = {}
         """Replicas in a failed log dir, per broker, until that broker registers again."""
 
@@ -205,7 +226,10 @@ class ControllerState:
         for name in sorted(snap.topics_to_delete):
             if name in self.topics:
                 self.deleting[name] = self.topic_replicas(name)
+        self.broker_defaults = dict(snap.broker_defaults)
         self.max_moves = max_moves(snap.broker_defaults)
+        self.preferred_election = (None if snap.preferred_replica_election is None
+                                   else frozenset(TopicPartition(t, p) for t, p in snap.preferred_replica_election))
         self.queued = dict(snap.reassignment_queue or ())
         self.queue_znode = snap.reassignment_queue is not None
         self.legacy = None if snap.reassign_partitions is None else dict(snap.reassign_partitions)
@@ -247,6 +271,8 @@ class ControllerState:
         elif isinstance(change, ReassignmentQueueWritten):
             self.queued = dict(change.entries or ())
             self.queue_znode = change.entries is not None
+        elif isinstance(change, PreferredElectionRemoved):
+            self.preferred_election = None
         else:
             assert isinstance(change, DeletionMarkerRemoved)
 
@@ -268,8 +294,9 @@ class ControllerState:
                 pending.discard((fact.tp, fact.broker_id))
         elif isinstance(fact, TopicConfigSeen):
             self.configs[fact.topic] = dict(fact.configs)
-        elif isinstance(fact, MoveLimitSeen):
-            self.max_moves = fact.limit
+        elif isinstance(fact, BrokerDefaultsSeen):
+            self.broker_defaults = dict(fact.configs)
+            self.max_moves = max_moves(fact.configs)
         else:
             assert isinstance(fact, LegacyReassignmentSeen)
             self.legacy = {(t, p): tuple(r) for (t, p), r in fact.partitions.items()}
@@ -346,8 +373,28 @@ class ControllerState:
         return set(self.live) - self.shutting_down
 
     def unclean(self, topic: str) -> bool:
+        """The topic's config, else the cluster-wide dynamic default, else the controller's own config."""
         value = self.configs.get(topic, {}).get("unclean.leader.election.enable")
-        return self.config.unclean_leader_election_enable if value is None else value.strip().lower() == "true"
+        return _flag(value, self.unclean_default())
+
+    def unclean_default(self) -> bool:
+        return _flag(self.broker_defaults.get("unclean.leader.election.enable"),
+                     self.config.unclean_leader_election_enable)
+
+    def auto_rebalance(self) -> bool:
+        return _flag(self.broker_defaults.get("auto.leader.rebalance.enable"), self.config.auto_leader_rebalance_enable)
+
+    def imbalance_percentage(self) -> int:
+        return _int(self.broker_defaults.get("leader.imbalance.per.broker.percentage"),
+                    self.config.leader_imbalance_per_broker_percentage, 0)
+
+    def rebalance_interval_s(self) -> int:
+        return _int(self.broker_defaults.get("leader.imbalance.check.interval.seconds"),
+                    self.config.leader_imbalance_check_interval_seconds, 1)
+
+    def replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        """Kafka's isReplicaOnline: registered, not shutting down, and not in a failed log dir."""
+        return broker_id in self.live and broker_id not in self.shutting_down and not self.replica_offline(broker_id, tp)
 
     def replica_offline(self, broker_id: int, tp: TopicPartition) -> bool:
         offline = self.offline_replicas.get(broker_id)

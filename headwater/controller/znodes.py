@@ -122,6 +122,8 @@ class ZkSnapshot:
     """``/admin/reassignment_queue`` in order (None: no such znode)."""
     broker_defaults: Mapping[str, str] = field(default_factory=dict)
     """``/config/brokers/<default>``: the cluster-wide dynamic broker configs."""
+    preferred_replica_election: frozenset[tuple[str, int]] | None = None
+    """``/admin/preferred_replica_election`` (None: no such znode; an unreadable document names nothing)."""
 
 
 # --- to and from metadata.zk ---------------------------------------------------------------------
@@ -193,6 +195,7 @@ def snapshot_from_znodes(znodes: Mapping[str, Znode]) -> ZkSnapshot:
     legacy: dict[tuple[str, int], tuple[int, ...]] | None = None
     queue: tuple[tuple[TopicPartition, tuple[int, ...]], ...] | None = None
     defaults: dict[str, str] = {}
+    preferred: frozenset[tuple[str, int]] | None = None
     for path, node in znodes.items():
         parts = path.strip("/").split("/")
         if parts[:2] == ["brokers", "ids"] and len(parts) == 3 and node.data:
@@ -212,7 +215,20 @@ def snapshot_from_znodes(znodes: Mapping[str, Znode]) -> ZkSnapshot:
             queue = decode_reassignment_queue(node.data)
         elif path == BROKER_DEFAULTS and node.data:
             defaults = zk.decode_config("brokers", zk.DEFAULT_ENTITY, node.data)
-    return ZkSnapshot(brokers, topics, configs, states, frozenset(to_delete), legacy, queue, defaults)
+        elif path == PATHS.PREFERRED_REPLICA_ELECTION:
+            preferred = decode_preferred_election(node.data)
+    return ZkSnapshot(brokers, topics, configs, states, frozenset(to_delete), legacy, queue, defaults, preferred)
+
+
+def decode_preferred_election(data: bytes | None) -> frozenset[tuple[str, int]]:
+    """``/admin/preferred_replica_election`` as the controller reads it: an unreadable document names
+    no partition (the controller then deletes the znode, as for ``/admin/reassign_partitions``)."""
+    if not data:
+        return frozenset()
+    try:
+        return frozenset(zk.decode_preferred_replica_election(data))
+    except ValueError:
+        return frozenset()
 
 
 BROKER_DEFAULTS = PATHS.config("brokers", zk.DEFAULT_ENTITY)

@@ -334,9 +334,9 @@ CATALOG: tuple[ConfigSpec, ...] = (
     _b(RO, "fetch.purgatory.purge.interval.requests", INT, "1000", None, M, "Requests between purges of the fetch purgatory."),
     _b(RO, "producer.purgatory.purge.interval.requests", INT, "1000", None, M, "Requests between purges of the produce purgatory."),
     _b(RO, "delete.records.purgatory.purge.interval.requests", INT, "1", None, M, "Requests between purges of the delete-records purgatory."),
-    _b(RO, "auto.leader.rebalance.enable", BOOL, "true", None, H, "Whether leadership is moved back to preferred replicas automatically."),
-    _b(RO, "leader.imbalance.per.broker.percentage", INT, "10", None, H, "Share of non-preferred leaders per broker, in percent, that triggers a rebalance."),
-    _b(RO, "leader.imbalance.check.interval.seconds", LONG, "300", _at(1), H, "How often leader imbalance is checked."),
+    _b(CW, "auto.leader.rebalance.enable", BOOL, "true", None, H, "Whether leadership is moved back to preferred replicas automatically."),
+    _b(CW, "leader.imbalance.per.broker.percentage", INT, "10", None, H, "Share of non-preferred leaders per broker, in percent, that triggers a rebalance."),
+    _b(CW, "leader.imbalance.check.interval.seconds", LONG, "300", _at(1), H, "How often leader imbalance is checked."),
     _b(RO, "unclean.leader.election.interval.ms", LONG, "300000", _at(1), M, "How often the controller looks for leaderless partitions to elect unclean leaders for.", internal=True),
     _b(CW, "unclean.leader.election.enable", BOOL, "false", None, H, "Broker default for electing a leader outside the ISR as a last resort."),
     _b(RO, "security.inter.broker.protocol", STR, "PLAINTEXT", _in("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), M, "Security protocol between brokers."),
@@ -558,6 +558,11 @@ CATALOG: tuple[ConfigSpec, ...] = (
     # KIP-1066 (Kafka 4.3); not on the mirror: type, default and per-broker mode from the KIP, importance assumed
     _b(PB, "cordoned.log.dirs", LIST, "", None, M, "Log directories of this broker that take no new partitions; * cordons them all.", since="4.3"),
 )
+
+DYNAMIC_HERE_ONLY = frozenset({"auto.leader.rebalance.enable", "leader.imbalance.per.broker.percentage",
+                               "leader.imbalance.check.interval.seconds"})
+"""Read only at start by Kafka 3.9, cluster-wide dynamic here: the controller reads them from the
+cluster-wide broker configs whenever they change, so an operator can pause the rebalance without a restart."""
 
 TOPIC_CONFIGS: dict[str, ConfigSpec] = {s.name: s for s in CATALOG if s.scope is Scope.TOPIC}
 BROKER_CONFIGS: dict[str, ConfigSpec] = {s.name: s for s in CATALOG if s.scope is not Scope.TOPIC}

@@ -88,6 +88,11 @@ class ClusterImage:
                 return topic
         return None
 
+    def preferred_imbalance(self, broker_id: int) -> int:
+        """Partitions whose preferred replica (the first assigned) is ``broker_id`` but which it does not lead."""
+        return sum(1 for t in self.topics.values() for p in t.partitions.values()
+                   if p.replicas and p.replicas[0] == broker_id and p.leader != broker_id)
+
 
 # --- JSON codecs in the shape of Kafka's znodes -------------------------------------------------
 

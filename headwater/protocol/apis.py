@@ -46,6 +46,8 @@ from kafka.protocol.admin import (
     DescribeLogDirsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsRequest,
@@ -147,6 +149,7 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     OFFSET_DELETE = 47
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -203,6 +206,7 @@ API_SPECS: dict[int, ApiSpec] = {
               AlterPartitionReassignmentsResponse),
         _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, ListPartitionReassignmentsRequest,
               ListPartitionReassignmentsResponse),
+        _spec(ApiKey.ELECT_LEADERS, 0, 2, ElectLeadersRequest, ElectLeadersResponse),
         _spec(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, DescribeClientQuotasRequest, DescribeClientQuotasResponse),
         _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, AlterClientQuotasRequest, AlterClientQuotasResponse),
         # Consumer groups. FindCoordinator v5 and v6 only add error codes (TRANSACTION_ABORTABLE) and a

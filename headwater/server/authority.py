@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from headwater.controller import quota
 from headwater.controller.topics import plan_create_partitions, plan_create_topic
 from headwater.metadata.image import ClusterImage, TopicImage
+from headwater.protocol.apis import ApiKey
+from headwater.protocol.elections import elect_leaders_response, requested_partitions
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.replication.partition import LeaderAndIsrState
+from headwater.security.acl import AclOperation
 from headwater.server.channel import ChannelError
 from headwater.server.metadata_store import BROKER_CONFIGS_FILE_NAME, LocalMetadataStore, LocalQuotaStore
 
@@ -130,7 +133,24 @@ class LocalAuthority:
         return -1
 
     def handlers(self) -> dict[int, Handler]:
-        return {}
+        return {ApiKey.ELECT_LEADERS: self.elect_leaders}
+
+    async def elect_leaders(self, req: Any) -> Any:
+        """Every partition here has one replica, this broker, which leads it: nothing is ever to be
+        elected (ELECTION_NOT_NEEDED), as Kafka answers for a partition already led as asked."""
+        wanted = requested_partitions(req)
+        if not self._ctx.authz.cluster(req, AclOperation.ALTER):
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return elect_leaders_response(req, denied, [(t, p, denied, None) for t, p in wanted or ()])
+        topics = self._ctx.image.topics
+        results: list[tuple[str, int, int, str | None]] = []
+        for t, p in wanted or ():
+            topic = topics.get(t)
+            if topic is None or p not in topic.partitions:
+                results.append((t, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."))
+            else:
+                results.append((t, p, ErrorCode.ELECTION_NOT_NEEDED, None))
+        return elect_leaders_response(req, ErrorCode.NONE, results)
 
     def _set_image(self, image: ClusterImage) -> None:
         self._store.save(image)

@@ -130,7 +130,8 @@ GROUP_TOPIC_OPERATIONS: dict[ApiKeyInt, AclOperation] = {
 AUDITED_MUTATIONS: frozenset[int] = frozenset({
     ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.DELETE_RECORDS,
     ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CLIENT_QUOTAS,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, 30, 31, 51,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ELECT_LEADERS, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE,
+    30, 31, 51,
 })
 API_NAMES: dict[int, str] = {30: "CREATE_ACLS", 31: "DELETE_ACLS", 29: "DESCRIBE_ACLS",
                              50: "DESCRIBE_USER_SCRAM_CREDENTIALS", 51: "ALTER_USER_SCRAM_CREDENTIALS"}
@@ -516,6 +517,11 @@ def _extract(req: Request, resp: Any) -> tuple[int, list[AuditResource]]:
                                  + (" cancel" if wanted.get((t.name, p.partition_index)) is None else
                                     f" -> {wanted[(t.name, p.partition_index)]}"), p.error_code)
                    for t in resp.responses for p in t.partitions]
+    if key == ApiKey.ELECT_LEADERS:
+        top = getattr(resp, "error_code", 0)   # v0 has no top-level error
+        kind = "UNCLEAN" if getattr(body, "election_type", 0) == 1 else "PREFERRED"
+        return top, [AuditResource("PARTITION", f"{r.topic}-{p.partition_id} {kind}", p.error_code)
+                     for r in resp.replica_election_results for p in r.partition_result]
     if key == ApiKey.DELETE_GROUPS:
         return 0, [AuditResource("GROUP", r.group_id, r.error_code) for r in resp.results]
     if key == ApiKey.OFFSET_DELETE:

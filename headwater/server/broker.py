@@ -254,6 +254,7 @@ class Broker:
             remaining_tokens=tokens,
             partitions_led=len(led),
             under_replicated=sum(1 for h in led if len(h.replica.isr) < len(h.replica.replicas)),
+            preferred_imbalance=self.image.preferred_imbalance(self.config.broker_id),
             log_end_offsets={(h.replica.topic, h.replica.partition): h.plog.log_end_offset for h in hosted},
             reassignment_moves=tuple(self.replicas.reassignment_progress(now_ms())),
             cleaner=self.cleaner.figures(),

@@ -34,6 +34,7 @@ from headwater.controller import events as ev
 from headwater.controller.controller import ControllerConfig, not_controller_response
 from headwater.metadata import zk as znodes
 from headwater.metadata.image import BrokerEndpoint, BrokerInfo, ClusterImage, PartitionState, TopicImage
+from headwater.protocol.elections import elect_leaders_response, requested_partitions
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import ControlledShutdownRequest, iter_leader_and_isr
 from headwater.protocol.reassignments import encode_list_reassignments_response
@@ -44,6 +45,7 @@ from headwater.server.controller_shell import ControllerShell
 from headwater.server.zk import DuplicateRegistrationError, ZooKeeper, zookeeper_security
 
 if TYPE_CHECKING:
+    from headwater.server.config import BrokerConfig
     from headwater.server.context import BrokerContext
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,30 @@ CONTROLLED_SHUTDOWN_RETRIES = 3
 CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 LEADER_AND_ISR_YIELD_EVERY = 200
 ELECTION_RETRY_S = 0.5  # after a controller election failed on a lost ZooKeeper connection
+ELECTION_POLL_S = 0.01  # how often ElectLeaders looks for the elected leaders in this broker's metadata
+
+
+def controller_config(cfg: BrokerConfig) -> ControllerConfig:
+    """The controller's settings from this broker's properties (the cluster-wide dynamic broker
+    configs override the election ones once the controller reads them)."""
+    props = cfg.props
+
+    def flag(key: str, default: str) -> bool:
+        return props.get(key, default).strip().lower() == "true"
+
+    def number(key: str, default: int) -> int:
+        try:
+            return int(props.get(key, default))
+        except ValueError:
+            return default
+
+    return ControllerConfig(
+        cfg.num_partitions, cfg.default_replication_factor, cfg.delete_topic_enable,
+        unclean_leader_election_enable=flag("unclean.leader.election.enable", "false"),
+        auto_leader_rebalance_enable=flag("auto.leader.rebalance.enable", "true"),
+        leader_imbalance_per_broker_percentage=number("leader.imbalance.per.broker.percentage", 10),
+        leader_imbalance_check_interval_seconds=number("leader.imbalance.check.interval.seconds", 300),
+    )
 
 
 class ClusterMember:
@@ -234,8 +260,7 @@ class ClusterMember:
             cfg = self.broker.config
             shell = ControllerShell(
                 self.broker_id, self.zk,
-                ControllerConfig(cfg.num_partitions, cfg.default_replication_factor, cfg.delete_topic_enable,
-                                 cfg.props.get("unclean.leader.election.enable", "false") == "true"),
+                controller_config(cfg),
                 on_resigned=self._resigned, listener_name=cfg.inter_broker_listener,
                 channel_security=self.broker.authn.channel_security,
             )
@@ -597,6 +622,55 @@ class ClusterMember:
         # more than the controller's answer (headwater/protocol/reassignments.py).
         return [encode_list_reassignments_response(req.version, req.correlation_id, result.partitions,
                                                    error_code=result.error)]
+
+    # --- leader elections (KIP-183, KIP-460) ------------------------------------------------------------
+
+    async def elect_leaders(self, req: Any) -> Any:
+        """ElectLeaders as Kafka's KafkaApis and ReplicaManager.electLeaders serve it in ZooKeeper mode:
+        ALTER on the cluster, the election by the controller (NOT_CONTROLLER per partition on any other
+        broker), then a wait until this broker's metadata shows each elected leader (REQUEST_TIMED_OUT
+        for those it does not show by the request's timeout)."""
+        body = req.body
+        kind = ev.ElectionType(body.election_type) if req.version >= 1 else ev.ElectionType.PREFERRED
+        wanted = requested_partitions(req)
+        error = ErrorCode.NONE
+        results: list[tuple[str, int, int, str | None]]
+        if self._refused(req, AclOperation.ALTER):
+            error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            results = [(t, p, error, None) for t, p in wanted or ()]
+        else:
+            if wanted is None and not self.is_controller():
+                # Kafka names every partition of its metadata cache, each answered NOT_CONTROLLER.
+                wanted = tuple((t.name, p) for t in self.broker.image.topics.values() for p in sorted(t.partitions))
+            resp = await self._controller_request(ev.ElectLeadersRequested(wanted, kind))
+            assert isinstance(resp, fx.ElectLeadersResponse)
+            elected = {(r.topic, r.partition): r.leader for r in resp.partitions if r.error == ErrorCode.NONE}
+            late = await self._await_leaders(elected, body.timeout_ms)
+            results = [(r.topic, r.partition, ErrorCode.REQUEST_TIMED_OUT, "Timed out waiting for leader election")
+                       if (r.topic, r.partition) in late else (r.topic, r.partition, r.error, r.message)
+                       for r in resp.partitions
+                       if body.topic_partitions is not None or r.error != ErrorCode.ELECTION_NOT_NEEDED]
+        return elect_leaders_response(req, error, results)
+
+    async def _await_leaders(self, expected: dict[tuple[str, int], int], timeout_ms: int) -> set[tuple[str, int]]:
+        """The partitions whose elected leader this broker's metadata does not show within ``timeout_ms``."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+
+        def late() -> set[tuple[str, int]]:
+            topics = self.broker.image.topics
+            out = set()
+            for (t, p), leader in expected.items():
+                topic = topics.get(t)
+                state = topic.partitions.get(p) if topic is not None else None
+                if state is None or state.leader != leader:
+                    out.add((t, p))
+            return out
+
+        missing = late()
+        while missing and time.monotonic() < deadline:
+            await asyncio.sleep(ELECTION_POLL_S)
+            missing = late()
+        return missing
 
     async def report_log_dir_failure(self) -> None:
         """Tell the controller a log dir failed (Kafka's /log_dir_event_notification); it then asks this

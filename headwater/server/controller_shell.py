@@ -30,6 +30,7 @@ from headwater.controller.znodes import (
     TopicPartition,
     Znode,
     decode_live_broker,
+    decode_preferred_election,
     decode_reassign_partitions,
     decode_topic,
     snapshot_from_znodes,
@@ -89,6 +90,8 @@ class ControllerShell:
         self._watched_brokers: set[str] = set()  # /brokers/ids/<id> with a data watch (registration changes)
         self._log_dir_task: asyncio.Task[None] | None = None
         self._legacy_seen = -1  # czxid of the legacy reassignment znode already handed to the core
+        self._preferred_seen = -1  # likewise for /admin/preferred_replica_election
+        self._rebalance_task: asyncio.Task[None] | None = None
         self._current: _Pending | None = None  # the event being processed
 
     # --- lifecycle ----------------------------------------------------------------------------------
@@ -99,6 +102,9 @@ class ControllerShell:
         legacy = tree.get(PATHS.REASSIGN_PARTITIONS)
         if legacy is not None:
             self._legacy_seen = legacy.czxid  # the snapshot carries it; the watch must not repeat it
+        preferred = tree.get(PATHS.PREFERRED_REPLICA_ELECTION)
+        if preferred is not None:
+            self._preferred_seen = preferred.czxid
         read = time.monotonic()
         snapshot = snapshot_from_znodes(tree)
         log.info("controller %d read %d znodes in %.0f ms, decoded them in %.0f ms", self.broker_id, len(tree),
@@ -108,8 +114,10 @@ class ControllerShell:
         self.submit(ev.ControllerElected(epoch, epoch_zk_version, snapshot))
         self.zk.watch_children(PATHS.BROKER_IDS, self._on_broker_children)
         self.zk.watch_data(PATHS.REASSIGN_PARTITIONS, self._on_legacy_reassignment)
+        self.zk.watch_data(PATHS.PREFERRED_REPLICA_ELECTION, self._on_preferred_election)
         self.zk.watch_data(BROKER_DEFAULTS, self._on_broker_defaults)
         self.zk.watch_children(PATHS.LOG_DIR_EVENT_NOTIFICATION, self._on_log_dir_events)
+        self._rebalance_task = asyncio.get_running_loop().create_task(self._auto_rebalance())
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
 
     async def _read_tree(self) -> dict[str, Znode]:
@@ -125,7 +133,7 @@ class ControllerShell:
             [PATHS.BROKER_IDS, PATHS.BROKER_TOPICS, CONFIG_TOPICS, PATHS.DELETE_TOPICS])
         paths = [*(PATHS.broker(int(b)) for b in ids), *(PATHS.topic(t) for t in topics),
                  *(PATHS.config("topics", c) for c in configs), PATHS.REASSIGN_PARTITIONS,
-                 PATHS.REASSIGNMENT_QUEUE, BROKER_DEFAULTS]
+                 PATHS.REASSIGNMENT_QUEUE, BROKER_DEFAULTS, PATHS.PREFERRED_REPLICA_ELECTION]
         out: dict[str, Znode] = {PATHS.delete_topic(t): Znode(None) for t in deleting}
         for path, found in zip(paths, await zk.get_many(paths), strict=True):
             if found is not None:
@@ -151,7 +159,7 @@ class ControllerShell:
             if pending.reply is not None and not pending.reply.done():
                 event = pending.event
                 pending.reply.set_result(not_controller_response(event) if event is not None and _is_request(event) else None)
-        tasks = [*([self._task] if self._task else []), *self._senders.values()]
+        tasks = [*(t for t in (self._task, self._rebalance_task) if t is not None), *self._senders.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -188,6 +196,23 @@ class ControllerShell:
             return
         self._legacy_seen = stat.czxid
         self.submit(ev.LegacyReassignmentRequested(decode_reassign_partitions(data)))
+
+    def _on_preferred_election(self, data: bytes | None, stat: Any) -> None:
+        """``/admin/preferred_replica_election`` written by an old tool (Kafka's PreferredReplicaElectionHandler);
+        the controller deletes it once the elections were tried. One already in the snapshot is not new."""
+        if not self.active or data is None or stat is None or self._preferred_seen == stat.czxid:
+            return
+        self._preferred_seen = stat.czxid
+        self.submit(ev.PreferredElectionRequested(decode_preferred_election(data)))
+
+    async def _auto_rebalance(self) -> None:
+        """Kafka's scheduleAutoLeaderRebalanceTask: every ``leader.imbalance.check.interval.seconds``
+        (read again each time: it is a cluster-wide dynamic config here) while this is the controller."""
+        while self.active:
+            await asyncio.sleep(self.core.rebalance_interval_s)
+            if self.active and self.core.auto_rebalance:
+                log.info("controller %d: processing automatic preferred replica leader election", self.broker_id)
+                self.submit(ev.AutoRebalanceCheck())
 
     def _on_broker_defaults(self, data: bytes | None, _stat: Any) -> None:
         """``/config/brokers/<default>`` changed (or the watch's first call): the controller takes its
@@ -271,6 +296,8 @@ class ControllerShell:
             await self._resign()
             return not_controller_response(event) if _is_request(event) else None
         written = time.monotonic()
+        for warning in result.warnings:
+            log.warning("controller %d: %s", self.broker_id, warning)
         if reply is not None and not reply.done() and result.response is not None:
             reply.set_result(result.response)
             for _ in range(ANSWER_TURNS):
@@ -532,7 +559,8 @@ def _is_request(event: ev.Event) -> bool:
     """Events someone waits an answer for: a resigning controller answers them NOT_CONTROLLER."""
     return isinstance(event, ev.ControlledShutdownRequested | ev.AlterPartitionReceived | ev.CreateTopicsRequested
                       | ev.DeleteTopicsRequested | ev.CreatePartitionsRequested
-                      | ev.AlterPartitionReassignmentsRequested | ev.ListPartitionReassignmentsRequested)
+                      | ev.AlterPartitionReassignmentsRequested | ev.ListPartitionReassignmentsRequested
+                      | ev.ElectLeadersRequested)
 
 
 async def _descendants(zk: ZooKeeper, path: str) -> list[str]:

@@ -53,6 +53,8 @@ class Snapshot:
     remaining_tokens: dict[tuple[str, str], float] = field(default_factory=dict)
     partitions_led: int = 0
     under_replicated: int = 0
+    # partitions whose preferred replica (the first assigned) is this broker but which another leads
+    preferred_imbalance: int = 0
     # (topic, partition) -> log end offset, for every hosted replica
     log_end_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     # every replica being added that this broker leads the partition of, or is
@@ -83,6 +85,12 @@ class BrokerCollector(Collector):
         led = GaugeMetricFamily("headwater_partitions_led", "Partitions this broker leads", labels=["broker"])
         led.add_metric([broker], snap.partitions_led)
         yield led
+        imbalance = GaugeMetricFamily(
+            "headwater_preferred_replica_imbalance",
+            "Partitions whose preferred replica is this broker but which another broker (or none) leads; "
+            "the automatic leader rebalance and ElectLeaders PREFERRED bring it to zero", labels=["broker"])
+        imbalance.add_metric([broker], snap.preferred_imbalance)
+        yield imbalance
         under = GaugeMetricFamily("headwater_under_replicated_partitions",
                                   "Led partitions whose ISR is smaller than their replica set", labels=["broker"])
         under.add_metric([broker], snap.under_replicated)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from headwater.controller import effects as fx
 from headwater.controller import events as ev
 from headwater.controller import quota
 from headwater.metadata.image import ClusterImage, PartitionState, TopicImage
@@ -47,6 +48,7 @@ class ZkAuthority:
             ApiKey.CONTROLLED_SHUTDOWN: m.controlled_shutdown,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: m.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: m.list_partition_reassignments,
+            ApiKey.ELECT_LEADERS: m.elect_leaders,
         }
 
     async def open_logs(self) -> None:
@@ -81,18 +83,20 @@ class ZkAuthority:
                            assignments: dict[int, list[int]], configs: dict[str, str], validate_only: bool,
                            rq: quota.RequestQuota) -> TopicImage:
         shell = self._shell()
-        if not validate_only:
-            # The controller decides the partition count; the quota is charged for what was asked.
-            charge(rq, len(assignments) or (self._ctx.config.num_partitions if num_partitions == -1 else num_partitions))
         start, shift, topic_id = self.member.randomness()
-        event = ev.CreateTopicsRequested(
-            (ev.NewTopic(name, topic_id, num_partitions, replication_factor,
-                         {p: tuple(r) for p, r in assignments.items()}, dict(configs)),),
-            validate_only, start, shift)
-        resp = await shell.request(event)
-        result = resp.topics[0]
-        if result.error != ErrorCode.NONE:
-            raise KafkaError(result.error, result.message)
+
+        def event(validate: bool) -> ev.CreateTopicsRequested:
+            return ev.CreateTopicsRequested(
+                (ev.NewTopic(name, topic_id, num_partitions, replication_factor,
+                             {p: tuple(r) for p, r in assignments.items()}, dict(configs)),),
+                validate, start, shift)
+
+        # Kafka's ZkAdminManager validates a topic before it records its partitions against the
+        # quota: an invalid or existing topic gets its own error and costs nothing.
+        result = await self._topic_result(shell, event(True))
+        if not validate_only:
+            charge(rq, result.num_partitions)
+            result = await self._topic_result(shell, event(False))
         rf = max(result.replication_factor, 0)
         placeholder = PartitionState(tuple(range(rf)), -1, 0, ())
         return TopicImage(name, result.topic_id or topic_id, dict.fromkeys(range(result.num_partitions), placeholder),
@@ -101,28 +105,37 @@ class ZkAuthority:
     async def delete_topic(self, name: str, rq: quota.RequestQuota) -> TopicImage:
         shell = self._shell()
         known = self._ctx.image.topics.get(name)
-        if known is not None:
+        if known is not None and self._ctx.config.delete_topic_enable:
             charge(rq, len(known.partitions))
-        resp = await shell.request(ev.DeleteTopicsRequested((name,)))
-        result = resp.topics[0]
-        if result.error != ErrorCode.NONE:
-            raise KafkaError(result.error, result.message)
+        result = await self._topic_result(shell, ev.DeleteTopicsRequested((name,)))
         return known or TopicImage(name, result.topic_id or uuid.UUID(int=0), {})
 
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
                                 validate_only: bool, rq: quota.RequestQuota) -> None:
         shell = self._shell()
-        known = self._ctx.image.topics.get(name)
-        if not validate_only and known is not None and count > len(known.partitions):
-            charge(rq, count - len(known.partitions))
         start, shift, _tid = self.member.randomness()
-        event = ev.CreatePartitionsRequested(
-            (ev.NewPartitions(name, count, None if assignments is None else tuple(tuple(r) for r in assignments)),),
-            validate_only, start, shift)
+
+        def event(validate: bool) -> ev.CreatePartitionsRequested:
+            return ev.CreatePartitionsRequested(
+                (ev.NewPartitions(name, count, None if assignments is None else tuple(tuple(r) for r in assignments)),),
+                validate, start, shift)
+
+        await self._topic_result(shell, event(True))       # validated first, as for CreateTopics
+        if validate_only:
+            return
+        known = self._ctx.image.topics.get(name)
+        if known is not None and count > len(known.partitions):
+            charge(rq, count - len(known.partitions))
+        await self._topic_result(shell, event(False))
+
+    @staticmethod
+    async def _topic_result(shell: ControllerShell, event: ev.Event) -> fx.TopicResult:
+        """The controller's answer for the one topic of ``event``; its error raised as a KafkaError."""
         resp = await shell.request(event)
-        result = resp.topics[0]
+        result: fx.TopicResult = resp.topics[0]
         if result.error != ErrorCode.NONE:
             raise KafkaError(result.error, result.message)
+        return result
 
     async def topic_configs(self, topic: TopicImage, *, fresh: bool = False) -> dict[str, str]:
         return await self.member.topic_configs(topic.name, fresh=fresh)

@@ -53,6 +53,7 @@ from headwater.controller.effects import (
     ControlledShutdownResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
+    ElectLeadersResponse,
     LeaderAndIsrPartition,
     LeaderAndIsrRequest,
     Response,
@@ -65,10 +66,12 @@ from headwater.controller.events import (
     AlterPartitionItem,
     AlterPartitionReassignmentsRequested,
     AlterPartitionReceived,
+    AutoRebalanceCheck,
     ControlledShutdownRequested,
     ControllerElected,
     CreateTopicsRequested,
     DeleteTopicsRequested,
+    ElectLeadersRequested,
     Event,
     LegacyReassignmentRequested,
     NewTopic,
@@ -519,11 +522,13 @@ class Envelope:
 class Simulation:
     def __init__(self, seed: int, n_brokers: int = 4,
                  reassignments: list[tuple[int, str, int, tuple[int, ...]]] | None = None,
-                 max_moves: int | None = None) -> None:
+                 max_moves: int | None = None, operator_elections: bool = True) -> None:
         """``reassignments``: (step, kind, pick, target) to run at those steps instead of random ones;
         kind is "alter", "replace" (an alter of a partition that is reassigning or queued, if any) or
         "cancel". ``max_moves``: ``reassignment.max.concurrent.moves.per.broker`` in the cluster-wide
-        broker defaults; no broker may ever be in AR or RR of more ongoing reassignments than that."""
+        broker defaults; no broker may ever be in AR or RR of more ongoing reassignments than that.
+        ``operator_elections``: ElectLeaders PREFERRED and the automatic rebalance's checks among the
+        random actions (the pinned seeds replay the action sequence they were found with, without them)."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.zk = FakeZk()
@@ -558,6 +563,8 @@ class Simulation:
         ]
         if reassignments is None:
             self.actions += [(self.reassign, 2), (self.legacy_reassign, 0.3)]
+        if operator_elections:
+            self.actions.append((self.elect_preferred, 1))
 
     # --- driver ---------------------------------------------------------------------------------
 
@@ -852,6 +859,26 @@ class Simulation:
         active = self.active_controller()
         if active is not None:
             self.run_controller(active[0], LegacyReassignmentRequested(content))
+
+    def elect_preferred(self) -> None:
+        """The automatic rebalance's check, or an operator's ElectLeaders PREFERRED for some partitions or
+        all. (UNCLEAN is left out: it may lose acknowledged records, which the invariants forbid.)"""
+        active = self.active_controller()
+        if active is None:
+            return
+        holder, _ = active
+        if self.rng.random() < 0.5:
+            self.run_controller(holder, AutoRebalanceCheck())
+            self.stats["rebalance_checks"] += 1
+            return
+        parts = self._live_partitions()
+        chosen = (None if not parts or self.rng.random() < 0.3 else
+                  tuple((tp.topic, tp.partition) for tp in self.rng.sample(parts, min(len(parts), 2))))
+        resp = self.run_controller(holder, ElectLeadersRequested(chosen))
+        assert isinstance(resp, ElectLeadersResponse)
+        for r in resp.partitions:
+            self.stats[f"elect_{r.error.name}"] += 1
+        self.log(f"elect leaders {chosen}: {[(r.topic, r.partition, r.error.name) for r in resp.partitions]}")
 
     def _adopt_legacy(self, content: dict[tuple[str, int], tuple[int, ...]] | None,
                       before: dict[TopicPartition, ReplicaAssignment]) -> None:
@@ -1148,7 +1175,7 @@ class Simulation:
         self.send(leader.broker_id, follower, FetchReply(f.tp, req, d.error, d.diverging_epoch, entries, d.high_watermark))
 
     def on_fetch_reply(self, b: Broker, src: int, f: FetchReply) -> None:
-        """``ReplicaManager._on_fetch_response`` and ``_carry_out``: the fetcher decides, the log follows."""
+        """``ReplicaFetchers._on_fetch_response`` and ``_carry_out``: the fetcher decides, the log follows."""
         r = b.replicas.get(f.tp)
         fetcher = r.core.fetcher if r is not None and r.core is not None else None
         if r is None or fetcher is None:

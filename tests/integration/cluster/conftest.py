@@ -4,7 +4,7 @@
     Three brokers (RF 3 by default, ``zookeeper.session.timeout.ms=6000``) shared by the tests of
     one module. Tests that use it create their own topics and leave every broker running.
 ``cluster_factory`` (function)
-    ``cluster_factory(size=3, props=None) -> LocalCluster``: a fresh cluster for a test that kills,
+    ``cluster_factory(size=3, props=None, broker_props=None) -> LocalCluster``: a fresh cluster for a test that kills,
     pauses or restarts brokers. Everything it started is stopped by PID at teardown.
 
 When a test fails, the log tail of every broker of the clusters it used is added to the report.
@@ -12,7 +12,7 @@ When a test fails, the log tail of every broker of the clusters it used is added
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -46,8 +46,9 @@ def cluster_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     started: list[LocalCluster] = []
     request.node.stash[_CLUSTERS_KEY] = started
 
-    def make(size: int = 3, props: dict[str, str] | None = None) -> LocalCluster:
-        cluster = start_cluster(tmp_path / f"cluster-{len(started)}", size, props)
+    def make(size: int = 3, props: dict[str, str] | None = None,
+             broker_props: Callable[[int, int], Mapping[str, str]] | None = None) -> LocalCluster:
+        cluster = start_cluster(tmp_path / f"cluster-{len(started)}", size, props, broker_props=broker_props)
         started.append(cluster)
         return cluster
 

@@ -380,6 +380,14 @@ def _describe_log_dirs(w: Where) -> Any:
     return (w.secured, K.DESCRIBE_LOG_DIRS, 4, dict(topics=None), lambda r: r.error_code, CLUSTER_AUTHORIZATION_FAILED)
 
 
+@row(K.ELECT_LEADERS)  # KafkaController.processReplicaLeaderElection on a broker that is not the controller
+def _elect_leaders(w: Where) -> Any:
+    T = API_SPECS[K.ELECT_LEADERS].request.TopicPartitions
+    return (w.other, K.ELECT_LEADERS, 2, dict(election_type=0, timeout_ms=1000,
+                                              topic_partitions=[T(topic=w.topic, partitions=[0])]),
+            lambda r: r.replica_election_results[0].partition_result[0].error_code, NOT_CONTROLLER)
+
+
 @row(K.DESCRIBE_CLIENT_QUOTAS)  # ZkAdminManager.describeClientQuotas: a custom entity type is UnsupportedVersion
 def _describe_client_quotas(w: Where) -> Any:
     C = API_SPECS[K.DESCRIBE_CLIENT_QUOTAS].request.ComponentData

@@ -74,3 +74,32 @@ def test_controller_enforces_a_quota_set_through_another_broker(cluster: tuple[s
         assert codes == [0, 0, 89], codes  # 8 -> 3 -> -2: the third arrives below zero
     finally:
         admin.close()
+
+
+def test_an_invalid_or_existing_topic_costs_nothing(cluster: tuple[str, Path]) -> None:
+    """ZkAdminManager.createTopics validates each topic (TopicExistsException, an invalid config or
+    replication factor) before it records the topic's partitions against the quota, so a refused
+    topic answers its own error, never 89, and leaves the bucket as it was."""
+    bootstrap, _root = cluster
+    configs(bootstrap.split(",")[0], "--alter", "--entity-type", "clients", "--entity-name", "careful",
+            "--add-config", "controller_mutation_rate=3")  # burst 2 windows x 1 s x 3 = 6
+    deadline = time.monotonic() + 20
+    while not all("client-id 'careful' are controller_mutation_rate=3.0" in
+                  configs(b, "--describe", "--entity-type", "clients") for b in bootstrap.split(",")):
+        assert time.monotonic() < deadline, "the quota did not reach every broker"
+        time.sleep(0.2)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="careful")
+    try:
+        def create(*topics: NewTopic) -> list[int]:
+            result = admin.create_topics(list(topics), raise_errors=False)
+            return [t["error_code"] for t in result["topics"]]
+
+        assert create(NewTopic("careful-a", 5, 1)) == [0]              # 6 -> 1
+        # Refused for their own reasons while the bucket is still positive; none of them pays.
+        assert create(NewTopic("careful-a", 5, 1)) == [36]             # TOPIC_ALREADY_EXISTS
+        assert create(NewTopic("careful-b", 5, 9)) == [38]             # INVALID_REPLICATION_FACTOR
+        assert create(NewTopic("careful-c", 5, 1, topic_configs={"retention.ms": "soon"})) == [40]
+        # The bucket still holds 1 token (less what it refilled): a 1-partition topic is accepted.
+        assert create(NewTopic("careful-d", 1, 1)) == [0]
+    finally:
+        admin.close()

@@ -1,5 +1,6 @@
 """ACLs in a ZooKeeper cluster: Kafka's znodes, concurrent CreateAcls, change notifications reaching
-every broker, and AlterPartitionReassignments refused (nothing starts) until the ACLs allow it.
+every broker, and AlterPartitionReassignments and ElectLeaders refused (nothing starts) until the
+ACLs allow them.
 
 Connections are unauthenticated here, so the principal is User:ANONYMOUS for clients and brokers
 alike: it is granted ALL on the cluster (inter-broker requests need CLUSTER_ACTION) and then
@@ -17,7 +18,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from kafka.protocol.admin import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+)
 from kazoo.client import KazooClient
 
 from headwater.admin.client import AdminClient
@@ -71,6 +76,14 @@ def reassign(bootstrap: str, topic: str, replicas: list[int]) -> int:
             topics=[T(name=topic, partitions=[P(partition_index=0, replicas=replicas)])]),
             lambda r: [r.error_code], max_version=0)
         return int(resp.error_code)
+
+
+def elect(bootstrap: str, topic: str) -> tuple[int, list[int]]:
+    """ElectLeaders PREFERRED for partition 0: (top-level error, per-partition errors)."""
+    with AdminClient(bootstrap) as client:
+        resp = client.send_to_controller(ElectLeadersRequest, dict(
+            election_type=0, topic_partitions=[(topic, [0])], timeout_ms=30000), lambda r: [r.error_code])
+        return int(resp.error_code), [p.error_code for r in resp.replica_election_results for p in r.partition_result]
 
 
 def ongoing(bootstrap: str) -> tuple[int, list[str]]:
@@ -152,6 +165,8 @@ def test_reassignment_refused_without_alter_on_cluster(cluster: tuple[str, Path]
                  cli("acls", "--bootstrap-server", s, "--list", "--cluster")[1], 20, f"the DENY on {server}")
 
     assert reassign(bootstrap, "moves", [2]) == 31  # CLUSTER_AUTHORIZATION_FAILED
+    # KafkaApis.handleElectLeaders: ALTER on the cluster, else 31 at the top and for every partition.
+    assert elect(bootstrap, "moves") == (31, [31])
     time.sleep(1.0)
     assert ongoing(bootstrap) == (0, [])
     assert replicas(root, "moves") == [1]
@@ -179,3 +194,7 @@ def test_reassignment_refused_without_alter_on_cluster(cluster: tuple[str, Path]
     assert any(ln["outcome"] == "denied" and ln["error_code"] == 31 and ln["principal"] == "User:ANONYMOUS" for ln in moves)
     assert any(ln["outcome"] == "allowed" and ln["resources"][0]["name"] == "moves-0 -> [2]" for ln in moves)
     assert any(ln["api"] == "DELETE_ACLS" and ln["outcome"] == "denied" for ln in lines)
+    assert any(ln["api"] == "ELECT_LEADERS" and ln["outcome"] == "denied" and ln["error_code"] == 31
+               and ln["resources"][0]["name"] == "moves-0 PREFERRED" for ln in lines)
+    # Allowed again: the topic's one replica already leads it.
+    assert elect(bootstrap, "moves") == (0, [84])

@@ -336,8 +336,13 @@ def test_a_cancel_that_would_need_an_unclean_election_is_refused() -> None:
 # --- a reassignment replaced while it runs --------------------------------------------------------
 
 
+KAFKA_ZK = ControllerConfig(auto_leader_rebalance_enable=False)
+"""Without the automatic rebalance, phase B keeps a leader that is in TRS (KafkaController's
+ReassignPartitionLeaderElectionStrategy only runs when it is not, or is not live)."""
+
+
 def test_replacing_keeps_the_original_set_and_stops_the_replicas_that_dropped_out() -> None:
-    run = Run.elect(Zk.cluster(range(1, 8), {0: (1, 2, 3)}, {0: (1, 5, (1, 2, 3), 8)}))
+    run = Run.elect(Zk.cluster(range(1, 8), {0: (1, 2, 3)}, {0: (1, 5, (1, 2, 3), 8)}), config=KAFKA_ZK)
     run.alter((0, (4, 5, 6)))
     run.isr_change((1, 2, 3, 4))
     result, resp = run.alter((0, (5, 7, 1)))
@@ -413,3 +418,17 @@ def test_seed_002_table_requests() -> None:
     assert [b for b, _ in stops(result)] == [1, 1, 2, 2, 3, 3]
     assert [parts[0][1] for _, parts in stops(result)] == [False, True] * 3
     assert um_brokers(result) == set(range(1, 7))
+
+
+def test_a_completed_move_hands_leadership_to_its_preferred_replica() -> None:
+    """auto.leader.rebalance.enable (Kafka's default): the preferred election that Kafka's controller
+    would run at its next imbalance check happens in phase B itself (the seed's reassignment log ends
+    with it), so the leader is TRS[0] as soon as the move completes."""
+    run = Run.elect(Zk.cluster(range(1, 8), {0: (1, 2, 3)}, {0: (1, 5, (1, 2, 3), 8)}))
+    run.alter((0, (5, 7, 1)))
+    run.isr_change((1, 2, 3, 5, 7))
+    assert run.zk.assignment() == ReplicaAssignment((5, 7, 1))
+    state = run.zk.state()
+    assert (state.leader, state.isr) == (5, (1, 5, 7))
+    # A1's bump, B3's new leader, then one per replica of RR leaving the ISR
+    assert state.leader_epoch == 5 + 1 + 1 + 2
