@@ -20,6 +20,8 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
@@ -147,6 +149,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -197,6 +200,7 @@ API_SPECS: dict[int, ApiSpec] = {
         _spec(ApiKey.DELETE_TOPICS, 1, 6, DeleteTopicsRequest, DeleteTopicsResponse),
         _spec(ApiKey.DESCRIBE_CONFIGS, 1, 4, DescribeConfigsRequest, DescribeConfigsResponse),
         _spec(ApiKey.ALTER_CONFIGS, 0, 2, AlterConfigsRequest, AlterConfigsResponse),
+        _spec(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2, AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
         _spec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, DescribeLogDirsRequest, DescribeLogDirsResponse),
         _spec(ApiKey.CREATE_PARTITIONS, 0, 3, CreatePartitionsRequest, CreatePartitionsResponse),
         _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),

@@ -119,6 +119,8 @@ class LogCleanerService:
                 self.uncleanable.discard(key)
             if plog.closed or not plog.config.compact or key in self.uncleanable:
                 continue
+            if self.logs.get_future(*key) is not None:
+                continue  # moving between log dirs: Kafka pauses cleaning until the swap (abortAndPauseCleaning)
             checkpoint = self._checkpoints.get(log_dir, plog.topic, plog.partition)
             if plog.truncated_to is not None:
                 # Kafka's maybeTruncateCheckpoint: what was written again after a truncation is dirty.

@@ -662,6 +662,31 @@ class PartitionLog:
                     self.last_flush_ms = self._clock_ms()
                 self._recovery_point = max(self._recovery_point, target)
 
+    @contextlib.contextmanager
+    def flushes_held(self) -> Iterator[bool]:
+        """Keep flushes on other threads out (they use the paths outside ``_lock``) without waiting
+        for one: yields False, holding nothing, while a flush runs. ``rename_dir`` needs it held."""
+        held = self._flush_lock.acquire(blocking=False)
+        try:
+            yield held
+        finally:
+            if held:
+                self._flush_lock.release()
+
+    def rename_dir(self, target: Path) -> None:
+        """Rename this log's directory to ``target`` (in its log dir or another on the same file
+        system), every file staying open: Kafka's ``UnifiedLog.renameDir``, used by the swap that
+        ends a move between log dirs. Only inside ``flushes_held()``, so the event loop never
+        waits for an fsync: the caller tries again when a flush was running."""
+        with self._lock, self._io(f"renaming {self.directory} to {target.name}"):
+            self.directory.rename(target)
+            self.directory = target
+            self.epochs.path = target / LEADER_EPOCH_CHECKPOINT
+            for seg in self._segments:
+                seg.relocate(target)
+            for _due, seg in self._pending_deletes:
+                seg.relocate(target)
+
     def release_idle_files(self, now_ms: int) -> int:
         """Close the ``.log`` descriptors of segments behind the active one that nobody read lately.
 

@@ -164,6 +164,14 @@ class LogSegment:
     def paths(self) -> list[Path]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
 
+    def relocate(self, directory: Path) -> None:
+        """Its directory was renamed (a log moved between log dirs): the same files, new paths.
+        Open descriptors stay valid; a released one reopens at the new path."""
+        self.directory = directory
+        self.log_path = directory / self.log_path.name
+        self.offset_index.path = directory / self.offset_index.path.name
+        self.time_index.path = directory / self.time_index.path.name
+
     def rename_deleted(self) -> list[Path]:
         """Rename the files with the ``.deleted`` suffix; fds stay open for readers in flight."""
         renamed = []

@@ -131,6 +131,8 @@ class ConfigApis:
         self.ctx.replicas.set_throttle_rates(*(int(r) if r is not None else None for r in rates))
         reassignment_rate = merged.get("reassignment.throttled.rate")
         self.ctx.replicas.set_reassignment_rate(int(reassignment_rate) if reassignment_rate is not None else None)
+        alter_log_dirs_rate = merged.get("replica.alter.log.dirs.io.max.bytes.per.second")
+        self.ctx.replicas.set_alter_log_dirs_rate(int(alter_log_dirs_rate) if alter_log_dirs_rate is not None else None)
         props = self.ctx.config.props
         self.ctx.connection_quotas.configure(connection_limits(
             props, self.dynamic_broker, self.dynamic_default, [lst.name for lst in self.ctx.config.listeners]))

@@ -388,6 +388,14 @@ def _elect_leaders(w: Where) -> Any:
             lambda r: r.replica_election_results[0].partition_result[0].error_code, NOT_CONTROLLER)
 
 
+@row(K.ALTER_REPLICA_LOG_DIRS)  # KafkaApis.handleAlterReplicaLogDirsRequest: ALTER on the cluster refused, per partition
+def _alter_replica_log_dirs(w: Where) -> Any:
+    D = API_SPECS[K.ALTER_REPLICA_LOG_DIRS].request.AlterReplicaLogDir
+    return (w.secured, K.ALTER_REPLICA_LOG_DIRS, 2, dict(dirs=[D(path="/nowhere", topics=[
+        D.AlterReplicaLogDirTopic(name=w.topic, partitions=[0])])]),
+        lambda r: r.results[0].partitions[0].error_code, CLUSTER_AUTHORIZATION_FAILED)
+
+
 @row(K.DESCRIBE_CLIENT_QUOTAS)  # ZkAdminManager.describeClientQuotas: a custom entity type is UnsupportedVersion
 def _describe_client_quotas(w: Where) -> Any:
     C = API_SPECS[K.DESCRIBE_CLIENT_QUOTAS].request.ComponentData

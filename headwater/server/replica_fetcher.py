@@ -1,0 +1,302 @@
+"""The follower fetch loops: one task per leader broker, fetching every partition this broker follows there.
+
+The replica manager decides which partitions follow which leader (``PartitionReplica.fetcher``);
+this module sends the fetches, meters them against the follower throttles, and carries out what
+each partition's fetcher asks for on its answer (append, truncate, ask the leader's offsets).
+Split from ``replica_manager.py`` along the seam Kafka draws between ``ReplicaManager`` and
+``ReplicaFetcherManager`` / ``ReplicaFetcherThread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from headwater.protocol.apis import API_SPECS, ApiKey
+from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.records import scan_valid_prefix
+from headwater.replication.fetch_session import INITIAL_EPOCH, PartitionRequest, SessionBuilder
+from headwater.replication.follower import (
+    AppendRecords,
+    FetchRequestFields,
+    ListLeaderOffsets,
+    PartitionFetchResponse,
+    Truncate,
+    TruncateFullyAndStartAt,
+)
+from headwater.replication.partition import Role
+from headwater.replication.throttle import ByteRateLimiter, any_exceeded, delay_ms, record_all
+from headwater.replication.types import EpochEndOffset
+from headwater.server.channel import BrokerChannel, ChannelError
+
+if TYPE_CHECKING:
+    from headwater.server.replica_manager import Hosted
+
+log = logging.getLogger(__name__)
+
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 10 * 1024 * 1024
+FETCH_PARTITION_MAX_BYTES = 1024 * 1024
+EARLIEST, LATEST = -2, -1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ReplicaFetchers:
+    """The fetch loops of one broker, one per leader it follows partitions of."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        *,
+        replica_fetch_backoff_ms: int,
+        partitions: Mapping[tuple[str, int], Hosted],
+        follower_limiters: Callable[[Hosted, bool], tuple[ByteRateLimiter, ...]],
+        channel: Callable[[int, str], BrokerChannel],
+        wake: Callable[[str, int], None],
+    ) -> None:
+        self.broker_id = broker_id
+        self.replica_fetch_backoff_ms = replica_fetch_backoff_ms
+        # The replica manager's own map, read only here: it alone adds and removes partitions.
+        self.partitions = partitions
+        self._follower_limiters = follower_limiters
+        self._channel = channel
+        self._wake = wake
+        self._fetchers: dict[int, asyncio.Task[None]] = {}
+        self._fetch_wakeups: dict[int, asyncio.Event] = {}
+        self._stopping = False
+
+    async def stop(self) -> None:
+        self._stopping = True
+        tasks = list(self._fetchers.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def ensure(self, leader_id: int) -> None:
+        """A fetch loop for this leader, started if there is none, woken if there is."""
+        task = self._fetchers.get(leader_id)
+        if task is None or task.done():
+            self._fetch_wakeups[leader_id] = asyncio.Event()
+            self._fetchers[leader_id] = asyncio.get_running_loop().create_task(self._fetch_loop(leader_id))
+        else:
+            self.poke(leader_id)
+
+    def poke(self, leader_id: int) -> None:
+        """Wake this leader's loop: the partitions it follows there changed."""
+        event = self._fetch_wakeups.get(leader_id)
+        if event is not None:
+            event.set()
+
+    def _following(self, leader_id: int) -> list[Hosted]:
+        return [h for h in self.partitions.values()
+                if h.replica.role == Role.FOLLOWER and h.replica.fetcher is not None and h.replica.leader_id == leader_id]
+
+    async def _fetch_loop(self, leader_id: int) -> None:
+        fetch_cls = API_SPECS[ApiKey.FETCH].request
+        version = 12  # topic names, diverging epochs, current leader epoch
+        wakeup = self._fetch_wakeups[leader_id]
+        session = SessionBuilder()  # KIP-227: after the first fetch, only what changed
+        while not self._stopping:
+            hosted = self._following(leader_id)
+            if not hosted:
+                self._fetchers.pop(leader_id, None)
+                return
+            now = now_ms()
+            requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]] = {}
+            reserved: dict[tuple[str, int], tuple[ByteRateLimiter, ...]] = {}
+            throttle_wait_ms: int | None = None  # until the first held-back partition may fetch again
+            for h in hosted:
+                fetcher = h.replica.fetcher
+                assert fetcher is not None
+                limiters = self._follower_limiters(h, fetcher.in_sync)
+                if any_exceeded(limiters, now):
+                    # A lagging throttled replica waits for its byte budget.
+                    wait = delay_ms(limiters, now)
+                    throttle_wait_ms = wait if throttle_wait_ms is None else min(throttle_wait_ms, wait)
+                    continue
+                fields = fetcher.next_request(now)
+                if fields is None:
+                    continue
+                key = (h.replica.topic, h.replica.partition)
+                requests[key] = (h, fields)
+                if limiters:
+                    # Reserve the most this partition can bring now and settle on the answer, so the
+                    # next partitions, and the fetch loops of other leaders sharing the limiter, see
+                    # the budget spent instead of all passing the check and overshooting together.
+                    record_all(limiters, FETCH_PARTITION_MAX_BYTES, now)
+                    reserved[key] = limiters
+            if not requests:
+                wakeup.clear()
+                wait_ms = self.replica_fetch_backoff_ms
+                if throttle_wait_ms is not None:
+                    wait_ms = min(wait_ms, max(throttle_wait_ms, 1))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.wait(), wait_ms / 1000)
+                continue
+            # A held-back partition must not wait behind a long poll of the in-sync ones: the
+            # request returns by the time its budget allows it to fetch again.
+            max_wait_ms = FETCH_MAX_WAIT_MS if throttle_wait_ms is None else max(1, min(FETCH_MAX_WAIT_MS, throttle_wait_ms))
+            # A partition that is not metered may take a share of the whole response budget: a
+            # lone partition catching up (a reassignment's new replica) then moves 10 MiB per round
+            # trip instead of 1 MiB, and the copy is no longer bound by round trips.
+            share = max(FETCH_PARTITION_MAX_BYTES, FETCH_MAX_BYTES // len(requests))
+            wanted = {key: PartitionRequest(f.fetch_offset, f.current_leader_epoch, f.last_fetched_epoch,
+                                            h.plog.log_start_offset,
+                                            FETCH_PARTITION_MAX_BYTES if key in reserved else share)
+                      for key, (h, f) in requests.items()}
+            session_id, epoch, send, forgotten = session.next_fetch(wanted)
+            by_topic: dict[str, list[tuple[int, PartitionRequest]]] = {}
+            for (topic, p), pr in send.items():
+                by_topic.setdefault(topic, []).append((p, pr))
+            gone: dict[str, list[int]] = {}
+            for topic, p in forgotten:
+                gone.setdefault(topic, []).append(p)
+            T = fetch_cls.FetchTopic
+            P = T.FetchPartition
+            F = fetch_cls.ForgottenTopic
+            req = fetch_cls(
+                version=version, replica_id=self.broker_id, max_wait_ms=max_wait_ms, min_bytes=1,
+                max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=session_id, session_epoch=epoch,
+                topics=[T(topic=topic, partitions=[P(partition=p, current_leader_epoch=pr.current_leader_epoch,
+                                                     fetch_offset=pr.fetch_offset, last_fetched_epoch=pr.last_fetched_epoch,
+                                                     log_start_offset=pr.log_start_offset,
+                                                     partition_max_bytes=pr.partition_max_bytes)
+                                                   for p, pr in items]) for topic, items in by_topic.items()],
+                forgotten_topics_data=[F(topic=topic, partitions=ps) for topic, ps in gone.items()], rack_id="",
+            )
+            fetched: dict[tuple[str, int], int] = {}
+            try:
+                resp = await self._channel(leader_id, "fetch").request(req, version)
+            except ChannelError as exc:
+                log.debug("fetch from broker %d failed: %s", leader_id, exc)
+                session.reset()
+                now = now_ms()
+                for h, fields in requests.values():
+                    if h.replica.fetcher is not None:
+                        h.replica.fetcher.on_request_failed(fields, now)
+                self._settle(reserved, fetched)
+                await asyncio.sleep(self.replica_fetch_backoff_ms / 1000)
+                continue
+            session.on_response(resp.error_code, resp.session_id, epoch, send, forgotten)
+            if resp.error_code:
+                # FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH (the leader restarted, or
+                # evicted the session): nothing was fetched; the next fetch is a full one.
+                log.info("fetch session with broker %d ended (error %d); fetching everything again", leader_id,
+                         resp.error_code)
+                self._settle(reserved, fetched)
+                if epoch == INITIAL_EPOCH:  # not a session's error: do not ask again at once
+                    await asyncio.sleep(self.replica_fetch_backoff_ms / 1000)
+                continue
+            try:
+                await self._on_fetch_response(leader_id, requests, resp, fetched)
+            finally:
+                self._settle(reserved, fetched)
+
+    @staticmethod
+    def _settle(reserved: dict[tuple[str, int], tuple[ByteRateLimiter, ...]], fetched: dict[tuple[str, int], int]) -> None:
+        """Charge what each throttled partition really brought instead of what was reserved."""
+        now = now_ms()
+        for key, limiters in reserved.items():
+            record_all(limiters, fetched.get(key, 0) - FETCH_PARTITION_MAX_BYTES, now)
+
+    async def _on_fetch_response(self, leader_id: int, requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]],
+                                 resp: Any, fetched: dict[tuple[str, int], int]) -> None:
+        """Carry out each partition's answer; ``fetched`` receives the bytes appended per partition."""
+        now = now_ms()
+        for t in resp.responses:
+            for p in t.partitions:
+                entry = requests.get((t.topic, p.partition_index))
+                if entry is None:
+                    continue
+                h, fields = entry
+                fetcher = h.replica.fetcher
+                if fetcher is None or self.partitions.get((t.topic, p.partition_index)) is not h:
+                    continue
+                records = p.records or b""
+                diverging = None
+                if p.diverging_epoch is not None and p.diverging_epoch.epoch >= 0:
+                    diverging = EpochEndOffset(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+                action = fetcher.on_fetch_response(
+                    fields,
+                    PartitionFetchResponse(ErrorCode(p.error_code), p.high_watermark, p.log_start_offset, diverging, len(records)),
+                    log_end_offset=h.plog.log_end_offset, end_offset_for_epoch=h.plog.end_offset_for_epoch, now_ms=now,
+                )
+                try:
+                    fetched[(t.topic, p.partition_index)] = await self._carry_out(leader_id, h, action, records)
+                except KafkaError as exc:
+                    log.warning("replica %s-%d: %s", t.topic, p.partition_index, exc)
+
+    async def _carry_out(self, leader_id: int, h: Hosted, action: Any, records: bytes) -> int:
+        """Do what the fetcher asked; return the bytes appended."""
+        fetcher = h.replica.fetcher
+        plog = h.plog
+        appended = 0
+        if fetcher is None:
+            return 0
+        if isinstance(action, AppendRecords):
+            if records:
+                whole = _whole_batches(records)
+                plog.append_as_follower(whole)
+                appended = len(whole)
+                if plog.flush_by_messages_due:
+                    # flush.messages holds on a follower too (the same UnifiedLog.append): the next
+                    # fetch waits for the fsync, as Kafka's fetcher thread does.
+                    await asyncio.to_thread(plog.flush_through, plog.log_end_offset)
+                    plog = h.plog  # a move between log dirs may have swapped in its copy meanwhile
+            update = fetcher.on_appended(plog.log_end_offset, plog.latest_epoch())
+            if update.high_watermark != plog.high_watermark:
+                plog.high_watermark = update.high_watermark
+                self._wake(h.replica.topic, h.replica.partition)  # a consumer reading this follower (KIP-392)
+            if update.advance_log_start_to is not None and update.advance_log_start_to > plog.log_start_offset:
+                plog.delete_records_before(update.advance_log_start_to)
+        elif isinstance(action, Truncate):
+            plog.truncate_to(action.offset)
+            plog.high_watermark = fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
+        elif isinstance(action, TruncateFullyAndStartAt):
+            plog.truncate_fully_and_start_at(action.offset)
+            plog.high_watermark = fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
+        elif isinstance(action, ListLeaderOffsets):
+            await self._list_leader_offsets(leader_id, h, action)
+        return appended
+
+    async def _list_leader_offsets(self, leader_id: int, h: Hosted, action: ListLeaderOffsets) -> None:
+        fetcher = h.replica.fetcher
+        assert fetcher is not None
+        cls = API_SPECS[ApiKey.LIST_OFFSETS].request
+        version = 7
+        T = cls.ListOffsetsTopic
+        P = T.ListOffsetsPartition
+        offsets = {}
+        try:
+            for ts in (EARLIEST, LATEST):
+                req = cls(version=version, replica_id=self.broker_id, isolation_level=0, topics=[T(
+                    name=h.replica.topic, partitions=[P(partition_index=h.replica.partition,
+                                                        current_leader_epoch=action.current_leader_epoch, timestamp=ts)])])
+                resp = await self._channel(leader_id, "fetch").request(req, version)
+                part = resp.topics[0].partitions[0]
+                if part.error_code:
+                    fetcher.on_leader_offsets_error(ErrorCode(part.error_code), now_ms())
+                    return
+                offsets[ts] = part.offset
+        except ChannelError:
+            fetcher.on_leader_offsets_error(ErrorCode.NETWORK_EXCEPTION, now_ms())
+            return
+        action2 = fetcher.on_leader_offsets(leader_log_start_offset=offsets[EARLIEST], leader_log_end_offset=offsets[LATEST],
+                                            log_end_offset=h.plog.log_end_offset, now_ms=now_ms())
+        await self._carry_out(leader_id, h, action2, b"")
+
+
+
+def _whole_batches(records: bytes) -> bytes:
+    """A fetch may end in a partial batch (the leader's size limit); the follower appends whole ones."""
+    _batches, end = scan_valid_prefix(records, verify_crc=False)
+    return records[:end]
