@@ -12,6 +12,7 @@ from headwater.admin.acls import acls
 from headwater.admin.cluster import cluster
 from headwater.admin.configs import configs
 from headwater.admin.groups import groups
+from headwater.admin.leader_election import leader_election
 from headwater.admin.options import key_values
 from headwater.admin.reassign import reassign
 from headwater.admin.topics import topics
@@ -85,4 +86,5 @@ main.add_command(cluster, "cluster")
 main.add_command(reassign, "reassign")
 main.add_command(groups, "groups")
 main.add_command(acls, "acls")
+main.add_command(leader_election, "leader-election")
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +28,12 @@ from kafka.protocol.admin import (
 )
 
 from headwater.admin.client import AdminClient, AdminError
+from headwater.admin.jopt import JavaInt, JoptOption, KafkaCommand, given_options, usage_error
 from headwater.admin.options import connect
+from headwater.admin.replica_log_dirs import LogDirMoves, parse_log_dirs
 from headwater.placement import assign_replicas
 from headwater.protocol.config_resources import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC
+from headwater.protocol.error_messages import exception_class, exception_message, exception_text
 from headwater.protocol.errors import ErrorCode, KafkaError
 
 CLIENT_ID = "reassign-partitions-tool"
@@ -41,10 +46,20 @@ METADATA_SETTLE_S = 10.0  # how long --watch waits for brokers' metadata to catc
 
 
 class ToolError(Exception):
-    """A failure whose message alone is shown (Kafka's TerseException)."""
+    """A failure Kafka's tool reports as ``Error: <message>`` on stdout, exit 1 (any exception but a
+    TerseException reaching its ``main``)."""
+
+
+class TerseError(ToolError):
+    """A failure whose message alone is shown on stdout, exit 1 (Kafka's TerseException)."""
 
 
 TopicPartition = tuple[str, int]
+
+# Kafka reads the JSON files with Jackson and prints Jackson's exception; these are its words.
+_JSON_PARSE_EXCEPTION = "com.fasterxml.jackson.core.JsonParseException"
+_JSON_SOURCE = "[Source: REDACTED (`StreamReadFeature.INCLUDE_SOURCE_IN_LOCATION` disabled)"
+_UNKNOWN_TOPIC_OR_PARTITION = exception_class(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 @dataclass
@@ -65,6 +80,16 @@ def _tp(tp: TopicPartition) -> str:
     return f"{tp[0]}-{tp[1]}"
 
 
+def _java_list(items: Iterable[object]) -> str:
+    """A Java collection's ``toString()``: ``[a, b]``, strings unquoted."""
+    return "[" + ", ".join(str(i) for i in items) + "]"
+
+
+def _json_text(value: object) -> str:
+    """A JSON node as Jackson prints it in its messages (compact)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
 def format_reassignment_json(assignment: Mapping[TopicPartition, list[int]]) -> str:
     """Kafka's compact form: keys in order, partitions sorted by topic then partition, log_dirs "any"."""
     partitions = [
@@ -74,70 +99,123 @@ def format_reassignment_json(assignment: Mapping[TopicPartition, list[int]]) -> 
     return json.dumps({"version": 1, "partitions": partitions}, separators=(",", ":"))
 
 
-def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
+def _parse_json(text: str) -> Any:
+    """``Json.tryParseFull``: Jackson's exception for what does not parse, as Kafka prints it."""
+    if not text:
+        raise ToolError(f"{_JSON_PARSE_EXCEPTION}: The input string shouldn't be empty\n"
+                        " at [Source: UNKNOWN; byte offset: #UNKNOWN]")
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ToolError(f"Unable to parse the reassignment JSON: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
-        raise ToolError('The reassignment JSON must be an object with a "partitions" list')
-    version = doc.get("version", 1)
+        # Jackson's class and location lines; the reason is in Python's words, not Jackson's.
+        raise ToolError(f"{_JSON_PARSE_EXCEPTION}: {exc.msg}\n at {_JSON_SOURCE}; line: {exc.lineno}, "
+                        f"column: {exc.colno}]") from None
+
+
+def _object(node: Any) -> dict[str, Any]:
+    if not isinstance(node, dict):
+        raise ToolError(f"Expected JSON object, received {_json_text(node)}")
+    return node
+
+
+def _field(obj: dict[str, Any], name: str) -> Any:
+    if name not in obj:
+        raise ToolError(f"No such field exists: `{name}`")
+    return obj[name]
+
+
+def _int(node: Any) -> int:
+    # Jackson's isInt(): a JSON integer that fits in 32 bits.
+    if isinstance(node, bool) or not isinstance(node, int) or not -(1 << 31) <= node < (1 << 31):
+        raise ToolError(f"Expected `Integer` value, received {_json_text(node)}")
+    return node
+
+
+def _str(node: Any) -> str:
+    if not isinstance(node, str):
+        raise ToolError(f"Expected `String` value, received {_json_text(node)}")
+    return node
+
+
+def _list(node: Any) -> list[Any]:
+    if not isinstance(node, list):
+        raise ToolError(f"Expected `JSON array` value, received {_json_text(node)}")
+    return node
+
+
+def _version(doc: dict[str, Any]) -> int:
+    version = _int(doc["version"]) if "version" in doc else 1
     if version != 1:
         raise ToolError(f"Not supported version field value {version}")
-    out: dict[TopicPartition, list[int]] = {}
-    duplicates: list[str] = []
-    for i, entry in enumerate(doc["partitions"]):
-        if not isinstance(entry, dict):
-            raise ToolError(f"Partition entry {i} is not an object")
-        topic, partition, replicas = entry.get("topic"), entry.get("partition"), entry.get("replicas")
-        if not isinstance(topic, str) or not isinstance(partition, int) or isinstance(partition, bool):
-            raise ToolError(f'Partition entry {i} needs a "topic" string and a "partition" number')
-        if not isinstance(replicas, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas):
-            raise ToolError(f'Partition entry {i} ({topic}-{partition}) needs a "replicas" list of broker ids')
+    return version
+
+
+def parse_reassignment_data(text: str) -> list[tuple[TopicPartition, list[int]]]:
+    """Kafka's ``parsePartitionReassignmentData``: every entry of the file in order, duplicates kept
+    (``--verify`` and ``--cancel`` read the file this way; ``--execute`` checks more)."""
+    doc = _object(_parse_json(text))
+    _version(doc)
+    partitions = doc.get("partitions")
+    if partitions is None:
+        return []  # no "partitions" field is an empty plan
+    if not isinstance(partitions, list):
+        raise ToolError(f"Expected JSON array, received {_json_text(partitions)}")
+    out: list[tuple[TopicPartition, list[int]]] = []
+    for node in partitions:
+        entry = _object(node)
+        topic = _str(_field(entry, "topic"))
+        partition = _int(_field(entry, "partition"))
+        replicas = [_int(r) for r in _list(_field(entry, "replicas"))]
         log_dirs = entry.get("log_dirs")
         if log_dirs is not None:
-            if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
-                size = len(log_dirs) if isinstance(log_dirs, list) else "?"
-                raise ToolError(f"Size of replicas list {replicas} is different from size of log dirs list {log_dirs} "
-                                f"for partition {topic}-{partition}" if size != "?" else
-                                f"log_dirs of {topic}-{partition} must be a list")
-            if any(d != "any" for d in log_dirs):
-                raise ToolError(f"Moving replicas between log directories is not supported ({topic}-{partition})")
-        if (topic, partition) in out:
-            duplicates.append(f"{topic}-{partition}")
-        out[(topic, partition)] = replicas
-    if not out:
-        raise ToolError("Partition reassignment list cannot be empty")
-    if duplicates:
-        raise ToolError(f"Partition reassignment contains duplicate topic partitions: {','.join(duplicates)}")
-    if any(not r for r in out.values()):
-        raise ToolError("Partition replica list cannot be empty")
-    dup_replicas = [f"{_tp(tp)} contains multiple entries for {','.join(str(b) for b in sorted({x for x in r if r.count(x) > 1}))}"
-                    for tp, r in sorted(out.items()) if len(set(r)) != len(r)]
-    if dup_replicas:
-        raise ToolError(f"Partition replica lists may not contain duplicate entries: {'. '.join(dup_replicas)}")
+            log_dirs = [_str(d) for d in _list(log_dirs)]
+            if len(log_dirs) != len(replicas):
+                raise ToolError(f"Size of replicas list {_java_list(replicas)} is different from size of log dirs "
+                                f"list {_java_list(log_dirs)} for partition {topic}-{partition}")
+        out.append(((topic, partition), replicas))
     return out
 
 
+def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
+    """The plan ``--execute`` runs: Kafka's ``parseExecuteAssignmentArgs`` checks, in its order."""
+    entries = parse_reassignment_data(text)
+    if not entries:
+        raise ToolError("Partition reassignment list cannot be empty")
+    if any(not replicas for _tp_, replicas in entries):
+        raise ToolError("Partition replica list cannot be empty")
+    counts = Counter(tp for tp, _r in entries)
+    duplicates = sorted(tp for tp, n in counts.items() if n > 1)
+    if duplicates:
+        raise ToolError(f"Partition reassignment contains duplicate topic partitions: {','.join(map(_tp, duplicates))}")
+    dup_replicas = [f"{_tp(tp)} contains multiple entries for {','.join(str(b) for b in sorted({x for x in r if r.count(x) > 1}))}"
+                    for tp, r in entries if len(set(r)) != len(r)]
+    if dup_replicas:
+        raise ToolError(f"Partition replica lists may not contain duplicate entries: {'. '.join(dup_replicas)}")
+    return dict(entries)
+
+
 def parse_topics_json(text: str) -> list[str]:
+    """Kafka's ``parseTopicsData``: the topics of ``--topics-to-move-json-file``, duplicates kept."""
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ToolError(f"Unable to parse the topics JSON: {exc}") from None
-    version = doc.get("version", 1) if isinstance(doc, dict) else 1
-    if version != 1:
-        raise ToolError(f"Not supported version field value {version}")
-    if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list):
-        raise ToolError('The topics JSON must be an object with a "topics" list')
-    topics = []
-    for entry in doc["topics"]:
-        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
-            raise ToolError('Each entry of "topics" needs a "topic" string')
-        topics.append(entry["topic"])
-    dups = sorted({t for t in topics if topics.count(t) > 1})
-    if dups:
-        raise ToolError(f"List of topics to reassign contains duplicate entries: {','.join(dups)}")
-    return topics
+    except json.JSONDecodeError:
+        raise ToolError("The input string is not a valid JSON") from None
+    doc = _object(doc)
+    _version(doc)
+    return [_str(_field(_object(entry), "topic")) for entry in _list(doc.get("topics", []))]
+
+
+def parse_broker_list(text: str) -> list[int]:
+    """``--broker-list``: Java's ``Integer.parseInt`` of each comma-separated entry."""
+    parts = text.split(",")
+    while parts and not parts[-1]:
+        parts.pop()  # Java's split drops trailing empty strings
+    brokers = []
+    for part in parts:
+        if not re.fullmatch(r"[+-]?[0-9]+", part) or not -(1 << 31) <= int(part) < (1 << 31):
+            raise ToolError(f'For input string: "{part}"')
+        brokers.append(int(part))
+    return brokers
 
 
 # --- cluster access -------------------------------------------------------------------------------
@@ -153,7 +231,8 @@ class Cluster:
         out: dict[TopicPartition, list[int]] = {}
         for t in meta.topics:
             if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise ToolError(f"Topic {t.name} not found.")
+                # Kafka's describeTopics wraps this one in an ExecutionException: the class is printed too.
+                raise ToolError(f"{_UNKNOWN_TOPIC_OR_PARTITION}: Topic {t.name} not found.")
             for p in t.partitions:
                 out[(t.name, p.partition_index)] = list(p.replica_nodes)
         return out
@@ -166,7 +245,7 @@ class Cluster:
         resp = self.client.send_to_controller(ListPartitionReassignmentsRequest, dict(timeout_ms=30000, topics=None),
                                               lambda r: [r.error_code])
         if resp.error_code:
-            raise ToolError(f"Error listing reassignments: {resp.error_message or ErrorCode(resp.error_code).name}")
+            raise ToolError(exception_text(resp.error_code, resp.error_message))
         return {(t.name, p.partition_index): Ongoing(list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
                 for t in resp.topics for p in t.partitions}
 
@@ -182,8 +261,7 @@ class Cluster:
                  topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]),
             lambda r: [r.error_code])
         if resp.error_code:
-            message = resp.error_message or ErrorCode(resp.error_code).name
-            return dict.fromkeys(plan, (resp.error_code, message))
+            return dict.fromkeys(plan, (resp.error_code, resp.error_message))
         return {(t.name, p.partition_index): (p.error_code, p.error_message) for t in resp.responses for p in t.partitions}
 
     def alter_configs(self, resource_type: int, name: str, ops: list[tuple[str, int, str | None]]) -> None:
@@ -196,9 +274,7 @@ class Cluster:
             validate_only=False), node_id=node)
         result = resp.responses[0]
         if result.error_code:
-            kind = "broker" if resource_type == RESOURCE_BROKER else "topic"
-            raise ToolError(f"Failed to change throttle configs of {kind} {name}: "
-                            f"{result.error_message or ErrorCode(result.error_code).name}")
+            raise ToolError(exception_text(result.error_code, result.error_message))
 
 
 # --- actions ----------------------------------------------------------------------------------------
@@ -206,14 +282,14 @@ class Cluster:
 
 def generate(cluster: Cluster, topics_json: str, broker_list: str, disable_rack_aware: bool,
              rng: random.Random | None = None) -> str:
-    try:
-        brokers = [int(b) for b in broker_list.split(",") if b.strip()]
-    except ValueError:
-        raise ToolError(f"Invalid broker list {broker_list!r}: expected ids like 0,1,2") from None
+    brokers = parse_broker_list(broker_list)
     dups = sorted({b for b in brokers if brokers.count(b) > 1})
     if dups:
-        raise ToolError(f"Broker list contains duplicate entries: {dups}")
+        raise ToolError(f"Broker list contains duplicate entries: {_java_list(dups)}")
     topics = parse_topics_json(topics_json)
+    dup_topics = sorted({t for t in topics if topics.count(t) > 1})
+    if dup_topics:
+        raise ToolError(f"List of topics to reassign contains duplicate entries: {_java_list(dup_topics)}")
     current = cluster.assignments(topics)
     racks_all = cluster.brokers()
     chosen = [b for b in brokers if b in racks_all]  # unknown ids are dropped, as Kafka does
@@ -260,22 +336,22 @@ def throttled_replicas(moves: Mapping[TopicPartition, tuple[list[int], list[int]
     return {t: (",".join(sorted(leaders.get(t, ()))), ",".join(sorted(followers.get(t, ())))) for t in leaders}
 
 
-def execute(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], additional: bool, throttle: int, echo: Any) -> int:
+def execute(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], additional: bool, throttle: int, echo: Any,
+            log_dirs: LogDirMoves | None = None) -> int:
     ongoing = cluster.ongoing()
     if ongoing and not additional:
-        raise ToolError("Cannot execute because there is an existing partition assignment.  Use --additional to "
+        raise TerseError("Cannot execute because there is an existing partition assignment.  Use --additional to "
                         "override this and create a new partition assignment in addition to the existing one. The "
                         "--additional flag can also be used to change the throttle by resubmitting the current "
                         "reassignment.")
     brokers = cluster.brokers()
-    for replicas in plan.values():
-        for b in replicas:
-            if b not in brokers:
-                raise ToolError(f"Unknown broker id {b}")
+    unknown = sorted({b for replicas in plan.values() for b in replicas} - set(brokers))
+    if unknown:
+        raise ToolError(f"Unknown broker id {unknown[0]}")
     current_all = cluster.assignments({t for t, _p in plan})
-    for tp in sorted(plan):
-        if tp not in current_all:
-            raise ToolError(f"Unable to find partition: {_tp(tp)}")
+    missing = sorted(tp for tp in plan if tp not in current_all)
+    if missing:
+        raise ToolError(f"{_UNKNOWN_TOPIC_OR_PARTITION}: Unable to find partition: {', '.join(map(_tp, missing))}")
     current = {tp: current_all[tp] for tp in plan}
     echo("Current partition replica assignment\n")
     echo(format_reassignment_json(current))
@@ -291,24 +367,30 @@ def execute(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], addition
             cluster.alter_configs(RESOURCE_BROKER, str(b), [(BROKER_THROTTLES[0], OP_SET, str(throttle)),
                                                            (BROKER_THROTTLES[1], OP_SET, str(throttle))])
         echo(f"The inter-broker throttle limit was set to {throttle} B/s")
+    if log_dirs is not None and log_dirs.throttle >= 0:
+        log_dirs.set_throttle(cluster.client, echo, warned=throttle >= 0)
     results = cluster.alter(dict(plan))
     errors = {tp: r for tp, r in results.items() if r[0] != 0}
     if errors:
-        lines = [f"{_tp(tp)}: {msg or ErrorCode(code).name}" for tp, (code, msg) in sorted(errors.items())]
-        raise ToolError("Error reassigning partition(s):\n" + "\n".join(lines))
+        lines = [f"{_tp(tp)}: {exception_message(code, msg)}" for tp, (code, msg) in sorted(errors.items())]
+        raise TerseError("Error reassigning partition(s):\n" + "\n".join(lines))
     names = ",".join(_tp(tp) for tp in sorted(plan))
     echo(f"Successfully started partition reassignment{'s' if len(plan) > 1 else ''} for {names}")
+    if log_dirs is not None and log_dirs.replicas:
+        log_dirs.execute(cluster.client, echo)  # retried while a replica is not on its broker yet
     return 0
 
 
 def verify(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_throttles: bool,
-           echo: Any) -> tuple[int, bool]:
-    """Returns (exit code, everything in the plan done)."""
+           echo: Any, log_dirs: LogDirMoves | None = None) -> tuple[int, bool]:
+    """Returns (exit code, everything in the plan done).
+
+    A partition that is not moving is compared with its current replicas; one whose topic or
+    partition does not exist has none, so it reads "replica set is  rather than ..." as in Kafka
+    (``topicDescriptionFutureToState``), while the other partitions of the plan keep theirs.
+    """
     ongoing = cluster.ongoing()
-    try:
-        current = cluster.assignments({t for t, _p in plan})
-    except ToolError:
-        current = {}
+    current = _known_assignments(cluster, {t for t, _p in plan})
     echo("Status of partition reassignment:")
     all_done = True
     for tp in sorted(plan):
@@ -324,9 +406,29 @@ def verify(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_
         else:
             echo(f"There is no active reassignment of partition {_tp(tp)}, but replica set is "
                  f"{','.join(map(str, replicas))} rather than {','.join(map(str, target))}.")
-    if not ongoing and not preserve_throttles:
+    # Kafka then prints the state of the plan's log-directory moves, one line each (an empty line for
+    # none), and keeps the throttles while one is under way (``verifyReplicaMoves``).
+    lines, moves_ongoing = log_dirs.verify_lines(cluster.client) if log_dirs is not None and log_dirs.replicas \
+        else ([], False)
+    echo("\n".join(lines))
+    if not ongoing and not moves_ongoing and not preserve_throttles:
         clear_throttles(cluster, plan, echo)
-    return 0, all_done
+    return 0, all_done and not moves_ongoing
+
+
+def _known_assignments(cluster: Cluster, topics: set[str]) -> dict[TopicPartition, list[int]]:
+    """The replicas of the topics that exist (Kafka describes each topic on its own)."""
+    try:
+        return cluster.assignments(topics)
+    except ToolError:
+        pass
+    out: dict[TopicPartition, list[int]] = {}
+    for topic in sorted(topics):
+        try:
+            out.update(cluster.assignments({topic}))
+        except ToolError:
+            continue  # an unknown topic: its partitions have no replicas
+    return out
 
 
 def replica_sizes(cluster: Cluster, broker_ids: Iterable[int]) -> dict[tuple[str, int, int], int]:
@@ -466,23 +568,26 @@ def await_metadata(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], t
 
 
 def clear_throttles(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], echo: Any) -> None:
-    brokers = sorted(set(cluster.brokers()) | {b for r in plan.values() for b in r})
+    """Kafka's ``clearAllThrottles``: each line is printed before its configs are deleted."""
     live = cluster.brokers()
+    brokers = sorted(set(live) | {b for r in plan.values() for b in r})
+    echo(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} {','.join(map(str, brokers))}")
     for b in brokers:
-        if b in live:
+        if b in live:  # a broker that is down has nothing to clear and cannot be asked
             cluster.alter_configs(RESOURCE_BROKER, str(b), [(name, OP_DELETE, None) for name in BROKER_THROTTLES])
-    echo(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} {','.join(map(str, brokers))}")
     topics = sorted({t for t, _p in plan})
+    echo(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
     for t in topics:
         cluster.alter_configs(RESOURCE_TOPIC, t, [(LEADER_THROTTLED_REPLICAS, OP_DELETE, None),
                                                   (FOLLOWER_THROTTLED_REPLICAS, OP_DELETE, None)])
-    echo(f"Clearing topic-level throttles on topic{'s' if len(topics) > 1 else ''} {','.join(topics)}")
 
 
-def cancel(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_throttles: bool, echo: Any) -> int:
+def cancel(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_throttles: bool, echo: Any,
+           log_dirs: LogDirMoves | None = None) -> int:
     ongoing = cluster.ongoing()
-    # Kafka's rule is that a partition is moving if it adds or removes anything; a queued one (listed
-    # with neither) is cancelled too, which takes it out of the controller's queue.
+    # Kafka 3.6's rule is that a partition is moving if it adds or removes anything (3.9's Java port
+    # inverted the test on the adding replicas, a regression we do not copy); a queued one (listed with
+    # neither) is cancelled too, which takes it out of the controller's queue.
     targets = {tp: None for tp in plan if tp in ongoing}
     if not targets:
         echo("None of the specified partition reassignments are active.")
@@ -490,9 +595,17 @@ def cancel(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], preserve_
         results = cluster.alter(targets)
         errors = {tp: r for tp, r in results.items() if r[0] != 0}
         if errors:
-            lines = [f"{_tp(tp)}: {msg or ErrorCode(code).name}" for tp, (code, msg) in sorted(errors.items())]
-            raise ToolError("Error cancelling partition reassignment(s) for:\n" + "\n".join(lines))
-        echo(f"Successfully cancelled partition reassignment(s) for: {','.join(_tp(tp) for tp in sorted(targets))}")
+            lines = [f"{_tp(tp)}: {exception_message(code, msg)}" for tp, (code, msg) in sorted(errors.items())]
+            raise TerseError(f"Error cancelling partition reassignment{'' if len(errors) == 1 else 's'} for:\n"
+                             + "\n".join(lines))
+        echo(f"Successfully cancelled partition reassignment{'' if len(targets) == 1 else 's'} for: "
+             f"{','.join(_tp(tp) for tp in sorted(targets))}")
+    # Then the plan's log-directory moves still under way go back to their current dirs. With none,
+    # Kafka prints this line without a line end (``System.out.print``), so the next line starts on it.
+    if log_dirs is not None and log_dirs.replicas:
+        log_dirs.cancel(cluster.client, echo)
+    else:
+        click.echo("None of the specified partition moves are active.", nl=False)
     if not preserve_throttles:
         clear_throttles(cluster, plan, echo)
     return 0
@@ -516,92 +629,161 @@ def list_reassignments(cluster: Cluster, echo: Any) -> int:
     return 0
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]}, help=HELP)
-@click.option("--bootstrap-server", default=None, help="host:port of any broker.")
-@click.option("--bootstrap-controller", default=None, help="Accepted for compatibility; treated as --bootstrap-server.")
-@click.option("--command-config", type=click.Path(path_type=Path, exists=True), default=None,
-              help="Client properties: security.protocol, sasl.mechanism, sasl.jaas.config (or "
-                   "sasl.username/sasl.password), ssl.truststore.location, ssl.keystore.*, client.id.")
-@click.option("--generate", "actions", flag_value="generate", multiple=True)
-@click.option("--execute", "actions", flag_value="execute", multiple=True)
-@click.option("--verify", "actions", flag_value="verify", multiple=True)
-@click.option("--cancel", "actions", flag_value="cancel", multiple=True)
-@click.option("--list", "actions", flag_value="list", multiple=True)
-@click.option("--topics-to-move-json-file", type=click.Path(path_type=Path), default=None)
-@click.option("--broker-list", default=None)
-@click.option("--disable-rack-aware", is_flag=True)
-@click.option("--reassignment-json-file", type=click.Path(path_type=Path), default=None)
-@click.option("--additional", is_flag=True)
-@click.option("--throttle", type=int, default=-1, help="Replication throttle in bytes/s during the move.")
-@click.option("--replica-alter-log-dirs-throttle", type=int, default=-1)
-@click.option("--timeout", type=int, default=10000)
-@click.option("--preserve-throttles", is_flag=True)
-@click.option("--watch", is_flag=True, help="With --verify: a live view of the moves until they are done, then verify.")
-def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, command_config: Path | None,
-             actions: tuple[str, ...], topics_to_move_json_file: Path | None, broker_list: str | None,
-             disable_rack_aware: bool, reassignment_json_file: Path | None, additional: bool, throttle: int,
-             replica_alter_log_dirs_throttle: int, timeout: int, preserve_throttles: bool, watch: bool) -> None:
-    def usage(message: str) -> None:
-        click.echo(message, err=True)
-        click.echo(HELP, err=True)
-        sys.exit(1)
+# Which options go with which action, beyond the action itself and its required arguments: Kafka's
+# ``validateAndParseArgs``, plus headwater's --bootstrap-controller (Kafka 4's, here an alias of
+# --bootstrap-server) and --watch.
+_REQUIRED = {
+    "generate": ("topics-to-move-json-file", "broker-list"),
+    "execute": ("reassignment-json-file",),
+    "verify": ("reassignment-json-file",),
+    "cancel": ("reassignment-json-file",),
+    "list": (),
+}
+_BOOTSTRAP = ("bootstrap-server", "bootstrap-controller", "command-config")
+_PERMITTED = {
+    "generate": (*_BOOTSTRAP, "broker-list", "disable-rack-aware"),
+    "execute": (*_BOOTSTRAP, "additional", "throttle", "replica-alter-log-dirs-throttle", "timeout"),
+    "verify": (*_BOOTSTRAP, "preserve-throttles", "watch"),
+    "cancel": (*_BOOTSTRAP, "preserve-throttles", "timeout"),
+    "list": _BOOTSTRAP,
+}
+_ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+_THROTTLE_HELP = ("will be throttled to this value (bytes/sec). This option can be included with --execute when a "
+                  "reassignment is started, and it can be altered by resubmitting the current reassignment along "
+                  "with the --additional flag. The throttle rate should be at least 1 KB/s.")
+_LONG = JavaInt(64)
 
+
+def _check_options(given: list[str], actions: tuple[str, ...], bootstrap_server: str | None,
+                   bootstrap_controller: str | None) -> str:
+    """Kafka's usage checks, in its order; returns the action."""
     if len(actions) != 1:
-        usage("Command must include exactly one action: --generate, --execute, --verify, --cancel, --list")
+        usage_error("Command must include exactly one action: " + ", ".join(f"--{a}" for a in _ACTIONS))
     action = actions[0]
-    if bootstrap_server and bootstrap_controller:
-        usage("Please don't specify both --bootstrap-server and --bootstrap-controller")
-    bootstrap = bootstrap_server or bootstrap_controller
-    if not bootstrap:
-        usage("Please specify either --bootstrap-server or --bootstrap-controller")
-    if action in ("execute", "verify", "cancel") and reassignment_json_file is None:
-        usage('Missing required argument "[reassignment-json-file]"')
-    if action == "generate" and (topics_to_move_json_file is None or broker_list is None):
-        usage('Missing required argument "[topics-to-move-json-file]"' if topics_to_move_json_file is None
-              else 'Missing required argument "[broker-list]"')
-    if throttle != -1 and action != "execute":
-        usage(f'Option "[throttle]" can\'t be used with action "[{action}]"')
-    if watch and action != "verify":
-        usage(f'Option "[watch]" can\'t be used with action "[{action}]"')
-    if additional and action != "execute":
-        usage(f'Option "[additional]" can\'t be used with action "[{action}]"')
+    if bootstrap_server is not None and bootstrap_controller is not None:
+        usage_error("Please don't specify both --bootstrap-server and --bootstrap-controller")
+    if bootstrap_server is None and bootstrap_controller is None:
+        usage_error("Please specify --bootstrap-server")
+    for name in _REQUIRED[action]:
+        if name not in given:
+            usage_error(f'Missing required argument "[{name}]"')
+    for name in given:
+        if name != action and name not in _REQUIRED[action] and name not in _PERMITTED[action]:
+            usage_error(f'Option "[{name}]" can\'t be used with action "[{action}]"')
+    return action
+
+
+@click.command(cls=KafkaCommand, tool_help=HELP, help=HELP,
+               short_help="Move partitions between brokers, like kafka-reassign-partitions.sh.")
+@click.option("--verify", "actions", cls=JoptOption, flag_value="verify", multiple=True,
+              description="Verify if the reassignment completed as specified by the --reassignment-json-file "
+                          "option. If there is a throttle engaged for the replicas specified, and the rebalance "
+                          "has completed, the throttle will be removed")
+@click.option("--generate", "actions", cls=JoptOption, flag_value="generate", multiple=True,
+              description="Generate a candidate partition reassignment configuration. Note that this only "
+                          "generates a candidate assignment, it does not execute it.")
+@click.option("--execute", "actions", cls=JoptOption, flag_value="execute", multiple=True,
+              description="Kick off the reassignment as specified by the --reassignment-json-file option.")
+@click.option("--cancel", "actions", cls=JoptOption, flag_value="cancel", multiple=True,
+              description="Cancel an active reassignment.")
+@click.option("--list", "actions", cls=JoptOption, flag_value="list", multiple=True,
+              description="List all active partition reassignments.")
+@click.option("--bootstrap-server", cls=JoptOption, described_as="Server(s) to use for bootstrapping",
+              description="REQUIRED: the server(s) to use for bootstrapping.")
+@click.option("--bootstrap-controller", cls=JoptOption, described_as="bootstrap controller to connect to",
+              description="Accepted as Kafka 4's tool accepts it, and used as --bootstrap-server: a "
+                          "ZooKeeper-mode cluster has no KRaft controllers.")
+@click.option("--command-config", cls=JoptOption, described_as="Admin client property file",
+              description="Property file containing configs to be passed to Admin Client.")
+@click.option("--reassignment-json-file", cls=JoptOption, described_as="manual assignment json file path",
+              description='The JSON file with the partition reassignment configurationThe format to use is - \n'
+                          '{"partitions":\n\t[{"topic": "foo",\n\t  "partition": 1,\n\t  "replicas": [1,2,3],'
+                          '\n\t  "log_dirs": ["dir1","dir2","dir3"] }],\n"version":1\n}\nNote that "log_dirs" is '
+                          'optional. When it is specified, its length must equal the length of the replicas list. '
+                          'The value in this list can be either "any" or the absolution path of the log directory '
+                          'on the broker. If absolute log directory path is specified, the replica will be moved '
+                          'to the specified log directory on the broker.')
+@click.option("--topics-to-move-json-file", cls=JoptOption, described_as="topics to reassign json file path",
+              description='Generate a reassignment configuration to move the partitions of the specified topics '
+                          'to the list of brokers specified by the --broker-list option. The format to use is - \n'
+                          '{"topics":\n\t[{"topic": "foo"},{"topic": "foo1"}],\n"version":1\n}')
+@click.option("--broker-list", cls=JoptOption, described_as="brokerlist",
+              description='The list of brokers to which the partitions need to be reassigned in the form '
+                          '"0,1,2". This is required if --topics-to-move-json-file is used to generate '
+                          'reassignment configuration')
+@click.option("--disable-rack-aware", cls=JoptOption, is_flag=True,
+              description="Disable rack aware replica assignment")
+@click.option("--throttle", cls=JoptOption, type=_LONG, default=-1, described_as="throttle",
+              type_indicator="Long", shown_default="-1",
+              description=f"The movement of partitions between brokers {_THROTTLE_HELP}")
+@click.option("--replica-alter-log-dirs-throttle", cls=JoptOption, type=_LONG, default=-1,
+              described_as="replicaAlterLogDirsThrottle", type_indicator="Long", shown_default="-1",
+              description=f"The movement of replicas between log directories on the same broker {_THROTTLE_HELP}")
+@click.option("--timeout", cls=JoptOption, type=_LONG, default=10000, described_as="timeout",
+              type_indicator="Long", shown_default="10000",
+              description="The maximum time in ms to wait for log directory replica assignment to begin.")
+@click.option("--additional", cls=JoptOption, is_flag=True,
+              description="Execute this reassignment in addition to any other ongoing ones. This option can also "
+                          "be used to change the throttle of an ongoing reassignment.")
+@click.option("--preserve-throttles", cls=JoptOption, is_flag=True,
+              description="Do not modify broker or topic throttles.")
+@click.option("--watch", cls=JoptOption, is_flag=True,
+              description="With --verify: follow the moves of the plan until none is active (a live table on a "
+                          "terminal, progress lines otherwise), then verify.")
+def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, command_config: str | None,
+             actions: tuple[str, ...], topics_to_move_json_file: str | None, broker_list: str | None,
+             disable_rack_aware: bool, reassignment_json_file: str | None, additional: bool, throttle: int,
+             replica_alter_log_dirs_throttle: int, timeout: int, preserve_throttles: bool, watch: bool) -> None:
+    """Usage errors go to stderr with the option table (exit 1); everything else Kafka's ``main`` prints
+    on stdout: a TerseException's message alone, any other failure as ``Error: <message>`` (exit 1)."""
+    action = _check_options(given_options(click.get_current_context()), actions, bootstrap_server,
+                            bootstrap_controller)
+    bootstrap = str(bootstrap_server if bootstrap_server is not None else bootstrap_controller)
     try:
-        # A bad plan is refused before anything is sent to the cluster.
-        plan = parse_reassignment_json(_read(reassignment_json_file)) if reassignment_json_file is not None else {}
-        topics_json = _read(topics_to_move_json_file) if topics_to_move_json_file is not None else ""
-        if action == "generate":
-            parse_topics_json(topics_json)
-        with connect(str(bootstrap), CLIENT_ID, command_config) as client:
+        with connect(bootstrap, CLIENT_ID, None if command_config is None else Path(command_config)) as client:
             cluster_ = Cluster(client)
             if action == "generate":
                 assert topics_to_move_json_file is not None and broker_list is not None
-                click.echo(generate(cluster_, topics_json, broker_list, disable_rack_aware))
+                click.echo(generate(cluster_, _read(topics_to_move_json_file), broker_list, disable_rack_aware))
                 code = 0
-            elif action == "execute":
-                assert reassignment_json_file is not None
-                code = execute(cluster_, plan, additional, throttle, click.echo)
-            elif action == "verify":
-                assert reassignment_json_file is not None
-                if watch:
-                    watch_progress(cluster_, plan, 1.0)
-                    await_metadata(cluster_, plan, METADATA_SETTLE_S)
-                code, _done = verify(cluster_, plan, preserve_throttles, click.echo)
-            elif action == "cancel":
-                assert reassignment_json_file is not None
-                code = cancel(cluster_, plan, preserve_throttles, click.echo)
-            else:
+            elif action == "list":
                 code = list_reassignments(cluster_, click.echo)
-    except ToolError as exc:
-        click.echo(str(exc), err=True)
+            else:
+                assert reassignment_json_file is not None
+                # Each action reads the file first: a bad plan is refused before anything is sent.
+                text = _read(reassignment_json_file)
+                if action == "execute":
+                    code = execute(cluster_, parse_reassignment_json(text), additional, throttle, click.echo,
+                                   _log_dirs(text, replica_alter_log_dirs_throttle, timeout))
+                elif action == "verify":
+                    plan = dict(parse_reassignment_data(text))
+                    if watch:
+                        watch_progress(cluster_, plan, 1.0)
+                        await_metadata(cluster_, plan, METADATA_SETTLE_S)
+                    code, _done = verify(cluster_, plan, preserve_throttles, click.echo, _log_dirs(text))
+                else:
+                    code = cancel(cluster_, dict(parse_reassignment_data(text)), preserve_throttles, click.echo,
+                                  _log_dirs(text, timeout_ms=timeout))
+    except TerseError as exc:
+        click.echo(str(exc))
         sys.exit(1)
-    except AdminError as exc:
-        click.echo(f"Error: {exc}", err=True)
+    except (ToolError, AdminError) as exc:
+        click.echo(f"Error: {exc}")
         sys.exit(1)
     sys.exit(code)
 
 
-def _read(path: Path) -> str:
+def _log_dirs(text: str, throttle: int = -1, timeout_ms: int = 10_000) -> LogDirMoves:
+    """The plan's replicas with a log dir other than "any" (the file was checked already)."""
+    return LogDirMoves(parse_log_dirs(text), ToolError, TerseError, throttle, timeout_ms)
+
+
+def _read(path: str) -> str:
+    """``Utils.readFileAsString``: a missing or unreadable file is reported by its path alone (the
+    message of Java's NoSuchFileException / AccessDeniedException)."""
     try:
-        return path.read_text()
+        return Path(path).read_text()
+    except (FileNotFoundError, PermissionError):
+        raise ToolError(path) from None
     except OSError as exc:
-        raise ToolError(f"Unable to read {path}: {exc.strerror}") from None
+        raise ToolError(f"{path}: {exc.strerror}") from None

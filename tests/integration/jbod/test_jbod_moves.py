@@ -13,13 +13,14 @@ isFuture and their lag), the ``replica.alter.log.dirs.io.max.bytes.per.second`` 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cluster_support import LocalCluster, wait_for
+from cluster_support import LocalCluster, run_cli, wait_for
 from kafka import KafkaAdminClient, TopicPartitionReplica
 from kafka import errors as kerrors
 from kafka.protocol.admin import CreateTopicsRequest, DescribeLogDirsRequest, IncrementalAlterConfigsRequest
@@ -188,3 +189,27 @@ def test_error_codes(jbod_cluster: LocalCluster, kp_admin: KafkaAdminClient) -> 
     # Its own dir: nothing to move, NONE.
     assert kp_admin.alter_replica_log_dirs({here: current}) == {here: kerrors.NoError}
     assert dirs(cluster, 1, "jbod-errors").future is None
+
+
+def test_reassign_tool_places_a_new_replica_in_the_plans_log_dir(jbod_cluster: LocalCluster, tmp_path: Path) -> None:
+    """The tool retries AlterReplicaLogDirs while the replica is not on broker 1 yet; broker 1 keeps
+    the dir it was asked for and creates the replica there (Kafka's preferred log dir)."""
+    cluster, topic = jbod_cluster, "jbod-tool"
+    create(cluster, topic, [2, 3])
+    produce_bulk(cluster.bootstrap, topic, 256 * 1024)
+    target = str(log_dirs_of(cluster.data_dir, 1)[1])
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2, 3, 1], "log_dirs": ["any", "any", target]}]}))
+    out = run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--execute",
+                  "--reassignment-json-file", str(plan), "--replica-alter-log-dirs-throttle", "10000000")
+    assert "The replica-alter-dir throttle limit was set to 10000000 B/s" in out, out
+    assert f"Successfully started moving log directory to {target} for replica {topic}-0 with broker 1 " in out, out
+    # RPC.verifyAssignment: the partitions' lines, then one line per replica with a log dir.
+    expected = (f"Status of partition reassignment:\nReassignment of partition {topic}-0 is completed.\n"
+                f"Reassignment of replica {topic}-0-1 completed successfully.\n")
+    verified = wait_for(lambda: (o := run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--verify",
+                                              "--reassignment-json-file", str(plan))).startswith(expected) and o,
+                        60, "--verify to report the move and the replica in its log dir")
+    assert "Clearing broker-level throttles" in verified, verified  # nothing moving: the throttles go
+    assert dirs(cluster, 1, topic).current == target

@@ -333,7 +333,8 @@ def test_cancel_while_copying_restores_the_original_replicas(cluster: LocalClust
                          for path in partition_dirs(cluster, b, topic, p)), 30, "the new replicas copying")
     assert len(zk_assignment(cluster, topic)[0].adding) == 2
     out = run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--cancel", "--reassignment-json-file", str(plan))
-    assert f"Successfully cancelled partition reassignment(s) for: {topic}-0,{topic}-1" in out
+    # ReassignPartitionsCommand.cancelAssignment (Kafka 3.9): "reassignment" + "s" for more than one.
+    assert f"Successfully cancelled partition reassignments for: {topic}-0,{topic}-1" in out
     assert f"Clearing topic-level throttles on topic {topic}" in out
     # Back to the original replicas, in their original order; the copies are deleted.
     wait_moved(cluster, topic, {0: [a, b], 1: [b, a]}, removed={0: [c, d], 1: [c, d]})
