@@ -347,6 +347,9 @@ class RequestPlan:
         # Partition entries are the same for every broker: build each once (10,000 at a failover).
         lai_cache: dict[tuple[TopicPartition, bool], LeaderAndIsrPartition] = {}
         um_cache: dict[TopicPartition, UpdateMetadataPartition | None] = {}
+        # Every broker's UpdateMetadata carries the same entries (all, or this step's): one tuple each,
+        # shared, so the shell builds its wire form once too.
+        um_tuples: dict[bool, tuple[UpdateMetadataPartition, ...]] = {}
 
         def lai_part(tp: TopicPartition, is_new: bool) -> LeaderAndIsrPartition:
             p = lai_cache.get((tp, is_new))
@@ -369,14 +372,17 @@ class RequestPlan:
                     out.append(UpdateMetadataRequest(b, cid, epoch, broker_epoch, (), live_brokers))
                 out.append(LeaderAndIsrRequest(b, cid, epoch, broker_epoch, parts,
                                                tuple(live[x].info for x in leaders)))
-            if b in self.um_full:
-                if all_tps is None:
-                    all_tps = sorted(self.states)
-                tps: Sequence[TopicPartition] = all_tps
-            else:
-                tps = sorted(self.um)
-            if everyone or b in self.um_full:
-                um_parts = tuple(p for p in map(um_part, tps) if p is not None)
+            full = b in self.um_full
+            if everyone or full:
+                um_parts = um_tuples.get(full)
+                if um_parts is None:
+                    if full:
+                        if all_tps is None:
+                            all_tps = sorted(self.states)
+                        tps: Sequence[TopicPartition] = all_tps
+                    else:
+                        tps = sorted(self.um)
+                    um_parts = um_tuples[full] = tuple(p for p in map(um_part, tps) if p is not None)
                 out.append(UpdateMetadataRequest(b, cid, epoch, broker_epoch, um_parts, live_brokers))
             if b in self.stop_offline:
                 out.append(StopReplicaRequest(b, cid, epoch, broker_epoch,

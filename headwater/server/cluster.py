@@ -55,7 +55,6 @@ CONTROLLED_SHUTDOWN_RETRIES = 3
 CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 LEADER_AND_ISR_YIELD_EVERY = 200
 ELECTION_RETRY_S = 0.5  # after a controller election failed on a lost ZooKeeper connection
-ELECTION_POLL_S = 0.01  # how often ElectLeaders looks for the elected leaders in this broker's metadata
 
 
 def controller_config(cfg: BrokerConfig) -> ControllerConfig:
@@ -108,6 +107,7 @@ class ClusterMember:
         self._cordoned: tuple[str, ...] = ()
         self._registration: znodes.BrokerRegistration | None = None
         self._registration_lock = asyncio.Lock()  # rewrites land in order, the latest last
+        self._metadata_updated = asyncio.Event()  # set (and replaced) by each applied UpdateMetadata
 
     @property
     def broker_id(self) -> int:
@@ -446,6 +446,8 @@ class ClusterMember:
                 current = TopicImage(topic, uuid.UUID(int=0), {}, {})
             topics[topic] = replace(current, topic_id=ids.get(topic) or current.topic_id, partitions=parts)
         self.broker.publish_image(ClusterImage(self.cluster_id, body.controller_id, brokers, topics))
+        self._metadata_updated.set()  # wakes ElectLeaders waiting for its leaders; the next waiters get a new one
+        self._metadata_updated = asyncio.Event()
         self.broker.replicas.set_live_brokers(brokers)
         self._delete_strays(outside, body.controller_id)
         return req.response(error_code=0)
@@ -653,24 +655,23 @@ class ClusterMember:
         return elect_leaders_response(req, error, results)
 
     async def _await_leaders(self, expected: dict[tuple[str, int], int], timeout_ms: int) -> set[tuple[str, int]]:
-        """The partitions whose elected leader this broker's metadata does not show within ``timeout_ms``."""
+        """The partitions whose elected leader this broker's metadata does not show within ``timeout_ms``;
+        looked at again each time an UpdateMetadata changes it (Kafka's DelayedElectLeader)."""
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-
-        def late() -> set[tuple[str, int]]:
+        missing = set(expected)
+        while True:
+            updated = self._metadata_updated  # before the look: an update after it wakes us
             topics = self.broker.image.topics
-            out = set()
-            for (t, p), leader in expected.items():
+            for t, p in list(missing):
                 topic = topics.get(t)
                 state = topic.partitions.get(p) if topic is not None else None
-                if state is None or state.leader != leader:
-                    out.add((t, p))
-            return out
-
-        missing = late()
-        while missing and time.monotonic() < deadline:
-            await asyncio.sleep(ELECTION_POLL_S)
-            missing = late()
-        return missing
+                if state is not None and state.leader == expected[(t, p)]:
+                    missing.discard((t, p))
+            left = deadline - time.monotonic()
+            if not missing or left <= 0:
+                return missing
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(updated.wait(), left)
 
     async def report_log_dir_failure(self) -> None:
         """Tell the controller a log dir failed (Kafka's /log_dir_event_notification); it then asks this
