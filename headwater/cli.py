@@ -74,7 +74,7 @@ def broker(config_path: Path, override: tuple[str, ...]) -> None:
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Where the demo keeps its data (a fresh temp dir by default).")
 @click.option("--messages", default=20000, show_default=True, help="How many messages to produce.")
 def demo(data_dir: Path | None, messages: int) -> None:
-    """Start a broker, create a topic, produce and consume with a real client, stop."""
+    """A local cluster through a broker crash and a live reassignment onto a new broker, then stop."""
     from headwater.demo import run_demo
 
     sys.exit(run_demo(data_dir, messages))

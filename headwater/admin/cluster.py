@@ -157,18 +157,25 @@ def start_cluster(data_dir: Path, count: int, base_port: int, zookeeper_port: in
 @click.option("--rack", default=None)
 def add_broker(data_dir: Path, rack: str | None) -> None:
     """Start one more broker with the next id and port."""
+    try:
+        entry, pid = start_new_broker(data_dir, rack)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"broker {entry.broker_id} on 127.0.0.1:{entry.port} (pid {pid})")
+
+
+def start_new_broker(data_dir: Path, rack: str | None = None) -> tuple[BrokerEntry, int | None]:
+    """Add a broker with the next id and port to the cluster in ``data_dir``, start it and wait until
+    it is registered; its entry and pid. RuntimeError if it does not start."""
     state = ClusterState.load(data_dir)
     last = max(state.brokers, key=lambda b: b.broker_id)
     entry = BrokerEntry(last.broker_id + 1, max(b.port for b in state.brokers) + 1, rack)
     state.brokers.append(entry)
     state.save(data_dir)
     proc = broker_process(state, entry, data_dir)
-    try:
-        proc.start()
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from None
+    proc.start()
     wait_registered(state.bootstrap, {entry.broker_id})
-    click.echo(f"broker {entry.broker_id} on 127.0.0.1:{entry.port} (pid {proc.proc.pid if proc.proc else '?'})")
+    return entry, proc.proc.pid if proc.proc else None
 
 
 @cluster.command("start-broker")
