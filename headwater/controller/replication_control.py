@@ -212,7 +212,7 @@ class ReplicationControl:
 
     def preferred_imbalance(self) -> dict[int, tuple[int, int]]:
         """Per preferred replica: (partitions it should lead, of those led by another broker). Topics
-        being deleted and partitions without a state are left out of the second figure only."""
+        being deleted are left out; a partition without a state counts in the first figure only."""
         cache = self.state
         out: dict[int, tuple[int, int]] = {}
         for name, topic in cache.topics.items():
