@@ -210,20 +210,28 @@ class ReplicationControl:
         self.elect_preferred_from_znode(change, {TopicPartition(t, p) for t, p in event.partitions})
         return change
 
-    def preferred_imbalance(self) -> dict[int, tuple[int, int]]:
-        """Per preferred replica: (partitions it should lead, of those led by another broker). Topics
-        being deleted are left out; a partition without a state counts in the first figure only."""
+    def _led_elsewhere(self) -> dict[int, tuple[int, list[TopicPartition]]]:
+        """Per preferred replica: the number of partitions it should lead, and those of them led by
+        another broker. Topics being deleted are left out; a partition without a state counts in the
+        number only."""
         cache = self.state
-        out: dict[int, tuple[int, int]] = {}
+        totals: dict[int, int] = {}
+        off: dict[int, list[TopicPartition]] = {}
         for name, topic in cache.topics.items():
             if name in cache.deleting:
                 continue
             for p, a in topic.partitions.items():
                 preferred = a.replicas[0]
-                state = cache.states.get(TopicPartition(name, p))
-                total, off = out.get(preferred, (0, 0))
-                out[preferred] = (total + 1, off + (state is not None and state.leader != preferred))
-        return out
+                totals[preferred] = totals.get(preferred, 0) + 1
+                tp = TopicPartition(name, p)
+                state = cache.states.get(tp)
+                if state is not None and state.leader != preferred:
+                    off.setdefault(preferred, []).append(tp)
+        return {broker: (total, off.get(broker, [])) for broker, total in totals.items()}
+
+    def preferred_imbalance(self) -> dict[int, tuple[int, int]]:
+        """Per preferred replica: (partitions it should lead, of those led by another broker)."""
+        return {broker: (total, len(off)) for broker, (total, off) in self._led_elsewhere().items()}
 
     def on_auto_rebalance(self, event: AutoRebalanceCheck) -> PartitionChangeBuilder | ControllerResult:
         """Kafka's checkAndTriggerAutoLeaderRebalance: for each broker whose share of partitions led by
@@ -235,22 +243,10 @@ class ReplicationControl:
             return ControllerResult()
         change = PartitionChangeBuilder(cache)
         threshold = cache.imbalance_percentage() / 100
-        by_preferred: dict[int, list[TopicPartition]] = {}
-        totals: dict[int, int] = {}
-        for name, topic in sorted(cache.topics.items()):
-            if name in cache.deleting:
+        for _broker, (total, off) in sorted(self._led_elsewhere().items()):
+            if len(off) / total <= threshold:
                 continue
-            for p, a in sorted(topic.partitions.items()):
-                preferred = a.replicas[0]
-                totals[preferred] = totals.get(preferred, 0) + 1
-                tp = TopicPartition(name, p)
-                state = cache.states.get(tp)
-                if state is not None and state.leader != preferred:
-                    by_preferred.setdefault(preferred, []).append(tp)
-        for broker, off in sorted(by_preferred.items()):
-            if len(off) / totals[broker] <= threshold:
-                continue
-            for tp in off:
+            for tp in sorted(off):
                 if not change.assignment(tp).is_being_reassigned:
                     self.elect(change, tp, Election.PREFERRED)
         return change

@@ -39,7 +39,6 @@ import json
 import logging
 import logging.handlers
 import queue
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +72,7 @@ from headwater.security.acl import (
 )
 from headwater.security.audit import AuditRecord, AuditResource
 from headwater.security.authorizer import AclSet, AuthorizerConfig, authorize, authorize_any
+from headwater.server.clock import now_ms
 from headwater.storage.files import write_atomic
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ class Authz:
             resources = [dataclasses.replace(r, operation=refused_ops[(r.resource_type, r.name)])
                          if r.operation is None and (r.resource_type, r.name) in refused_ops else r for r in resources]
             resources += [d for d in req.denied if (d.resource_type, d.name) not in named]
-        self.audit.write(AuditRecord(int(time.time() * 1000), req.principal, req.client_address, req.client_id,
+        self.audit.write(AuditRecord(now_ms(), req.principal, req.client_address, req.client_id,
                                      api_name(req.api_key), req.version, tuple(resources), bool(req.denied), error))
 
     # --- storage ------------------------------------------------------------------------------------
@@ -345,7 +345,7 @@ class Authz:
 
     async def _purge_notifications(self, path: str) -> None:
         assert self._zk is not None
-        cutoff_ms = time.time() * 1000 - NOTIFICATION_MAX_AGE_MS
+        cutoff_ms = now_ms() - NOTIFICATION_MAX_AGE_MS
         for child in await self._zk.children(path):
             found = await self._zk.get(f"{path}/{child}")
             if found is not None and found[1].ctime < cutoff_ms:

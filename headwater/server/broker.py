@@ -34,6 +34,7 @@ from headwater.server.authn import Authenticator
 from headwater.server.authority import LocalAuthority, MetadataAuthority
 from headwater.server.authz import Authz
 from headwater.server.cleaner import LogCleanerService
+from headwater.server.clock import now_ms
 from headwater.server.config import BrokerConfig
 from headwater.server.connection import (
     Connection,
@@ -42,7 +43,7 @@ from headwater.server.connection import (
     current_connection,
     serve_connection_factory,
 )
-from headwater.server.context import ANONYMOUS_USER, now_ms
+from headwater.server.context import ANONYMOUS_USER
 from headwater.server.groups import CLIENT_HOST, GroupShell
 from headwater.server.replica_manager import Hosted, ReplicaManager
 from headwater.server.topic_creation import TopicCreator

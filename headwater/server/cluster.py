@@ -41,6 +41,7 @@ from headwater.protocol.reassignments import encode_list_reassignments_response
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.security.acl import AclOperation
 from headwater.server.channel import ChannelError, ChannelPool
+from headwater.server.clock import now_ms
 from headwater.server.controller_shell import ControllerShell
 from headwater.server.zk import DuplicateRegistrationError, ZooKeeper, zookeeper_security
 
@@ -147,7 +148,7 @@ class ClusterMember:
         cfg = self.broker.config
         endpoints = tuple(znodes.Endpoint(listener.name, listener.host, listener.port, listener.security_protocol)
                           for listener in cfg.advertised)
-        reg = znodes.BrokerRegistration(cfg.broker_id, endpoints, int(time.time() * 1000), cfg.rack,
+        reg = znodes.BrokerRegistration(cfg.broker_id, endpoints, now_ms(), cfg.rack,
                                         log_dirs=self._log_dirs, cordoned_log_dirs=self._cordoned)
         self._registration = reg
         # A broker restarted within the session timeout finds its previous life's ephemeral node
@@ -282,7 +283,7 @@ class ClusterMember:
         assert self.zk is not None
         while not self._stopping and self.shell is None:
             try:
-                won = await self.zk.elect_controller(self.broker_id, int(time.time() * 1000))
+                won = await self.zk.elect_controller(self.broker_id, now_ms())
                 if won is not None:
                     return won
                 holder = await self.zk.get(PATHS.CONTROLLER)

@@ -8,7 +8,6 @@ ZooKeeper cluster sits behind ``authority`` (``headwater/server/authority.py``).
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -32,10 +31,6 @@ if TYPE_CHECKING:
 # Without authentication every client is Kafka's anonymous principal, which user quotas (and the
 # <default> user) apply to.
 ANONYMOUS_USER = "ANONYMOUS"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class BrokerContext(Protocol):

@@ -39,8 +39,8 @@ from headwater.coordinator.records import OFFSETS_TOPIC, partition_for
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.records import iter_batches
+from headwater.server.clock import now_ms
 from headwater.server.connection import current_connection
-from headwater.server.context import now_ms
 from headwater.server.group_acl import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, GroupAcl, merge_results
 
 if TYPE_CHECKING:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -39,6 +38,7 @@ from headwater.records import scan_valid_prefix
 from headwater.replication.follower import Truncate, TruncateFullyAndStartAt
 from headwater.replication.log_dir_move import Copy, LogEnds, MoveAction, Swap, next_action
 from headwater.replication.throttle import ByteRateLimiter
+from headwater.server.clock import now_ms
 from headwater.storage import LogManager, PartitionLog, ReadResult
 
 if TYPE_CHECKING:
@@ -53,10 +53,6 @@ ERROR_BACKOFF_S = 1.0
 UNTHROTTLED = 2**63 - 1  # the config's default, Long.MAX_VALUE: no throttle
 
 Key = tuple[str, int]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _read_whole(result: ReadResult) -> bytes:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ from headwater.replication.partition import Role
 from headwater.replication.throttle import ByteRateLimiter, any_exceeded, delay_ms, record_all
 from headwater.replication.types import EpochEndOffset
 from headwater.server.channel import BrokerChannel, ChannelError
+from headwater.server.clock import now_ms
 
 if TYPE_CHECKING:
     from headwater.server.replica_manager import Hosted
@@ -42,10 +42,6 @@ FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 10 * 1024 * 1024
 FETCH_PARTITION_MAX_BYTES = 1024 * 1024
 EARLIEST, LATEST = -2, -1
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ReplicaFetchers:

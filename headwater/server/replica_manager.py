@@ -44,8 +44,9 @@ from headwater.replication.throttle import (
 )
 from headwater.replication.types import HighWatermarkUpdate
 from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
+from headwater.server.clock import now_ms
 from headwater.server.log_dir_mover import LogDirMover
-from headwater.server.replica_fetcher import FETCH_PARTITION_MAX_BYTES, ReplicaFetchers, now_ms
+from headwater.server.replica_fetcher import FETCH_PARTITION_MAX_BYTES, ReplicaFetchers
 from headwater.storage import AppendResult, LogConfig, LogManager, PartitionLog
 from headwater.storage.manager import future_dir_name
 from headwater.storage.producers import SequenceGapError

@@ -14,9 +14,14 @@ Fixtures (every broker they start is stopped by its PID at teardown, also when t
     ``broker_factory()`` with the defaults: a broker nobody else uses, for kill/restart tests.
 ``topic_name`` (function)
     ``topic_name(prefix="t") -> str``: a topic name unique in the test session.
+``report_logs`` (function)
+    ``report_logs(process_or_cluster)``: add its logs to this test's report if the test fails. The
+    factory fixtures here and in the subfolders call it for everything they start.
 
-When a test fails, the log tail of every broker it used (from ``broker_factory`` or any fixture
-value that is a ``BrokerProcess``) is printed with the failure report.
+When a test anywhere under ``tests/integration`` fails, the report gets the logs of every broker
+and cluster it used: those given to ``report_logs``, and any fixture value that is a
+``BrokerProcess`` (its log tail) or has a ``log_tails()`` method (``LocalCluster``: each broker's
+tail and its warnings and errors). The subfolders' conftests have no report hook of their own.
 Subfolders (spark/, planner/) have their own conftest.py; fixture names defined there win there.
 """
 
@@ -34,7 +39,17 @@ import pytest
 from headwater.admin.local import BrokerProcess, free_port
 
 _topic_counter = itertools.count()
-_BROKERS_KEY = pytest.StashKey[list[BrokerProcess]]()
+_REPORTED_KEY = pytest.StashKey[list[object]]()
+
+
+def _log_sections(used: object) -> list[tuple[str, str]]:
+    """What a failure report shows of one broker or cluster a test used."""
+    if isinstance(used, BrokerProcess):
+        pid = used.proc.pid if used.proc else "-"
+        return [(f"broker {used.broker_id} on {used.bootstrap} (pid {pid}) log", used.log_tail(60))]
+    # Duck-typed: LocalCluster lives in tests/integration/cluster, which is not on sys.path here.
+    log_tails = getattr(used, "log_tails", None)
+    return list(log_tails()) if callable(log_tails) else []
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -42,13 +57,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        brokers = list(item.stash.get(_BROKERS_KEY, []))
-        for value in getattr(item, "funcargs", {}).values():
-            if isinstance(value, BrokerProcess) and value not in brokers:
-                brokers.append(value)
-        for b in brokers:
-            report.sections.append((f"broker {b.broker_id} on {b.bootstrap} (pid {b.proc.pid if b.proc else '-'}) log",
-                                    b.log_tail(60)))
+        used = list(item.stash.get(_REPORTED_KEY, []))
+        used += [v for v in getattr(item, "funcargs", {}).values() if not any(v is u for u in used)]
+        for value in used:
+            report.sections.extend(_log_sections(value))
+
+
+@pytest.fixture
+def report_logs(request: pytest.FixtureRequest) -> Callable[[object], None]:
+    return request.node.stash.setdefault(_REPORTED_KEY, []).append
 
 
 def _stop(broker: BrokerProcess) -> None:
@@ -70,14 +87,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture
-def broker_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+def broker_factory(report_logs: Callable[[object], None], tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     started: list[BrokerProcess] = []
-    request.node.stash[_BROKERS_KEY] = started
 
     def start(props: dict[str, str] | None = None, data_dir: Path | None = None, broker_id: int = 1) -> BrokerProcess:
         d = data_dir or tmp_path / f"broker-{len(started)}"
         b = BrokerProcess(broker_id, free_port(), d, props=dict(props or {}))
         started.append(b)
+        report_logs(b)
         b.start()
         return b
 

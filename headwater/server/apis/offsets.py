@@ -8,7 +8,8 @@ from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.security.acl import AclOperation
 from headwater.server.authority import Handler
-from headwater.server.context import BrokerContext, now_ms
+from headwater.server.clock import now_ms
+from headwater.server.context import BrokerContext
 
 # ListOffsets special timestamps
 LATEST_TIMESTAMP = -1

@@ -7,7 +7,8 @@
     ``cluster_factory(size=3, props=None, broker_props=None) -> LocalCluster``: a fresh cluster for a test that kills,
     pauses or restarts brokers. Everything it started is stopped by PID at teardown.
 
-When a test fails, the log tail of every broker of the clusters it used is added to the report.
+When a test fails, the log tail of every broker of the clusters it used is added to the report
+(by the hook in ``tests/integration/conftest.py``).
 """
 
 from __future__ import annotations
@@ -17,19 +18,6 @@ from pathlib import Path
 
 import pytest
 from cluster_support import LocalCluster, start_cluster
-
-_CLUSTERS_KEY = pytest.StashKey[list[LocalCluster]]()
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report = outcome.get_result()
-    if report.failed:
-        clusters = list(item.stash.get(_CLUSTERS_KEY, []))
-        clusters += [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, LocalCluster) and v not in clusters]
-        for cluster in clusters:
-            report.sections.extend(cluster.log_tails())
 
 
 @pytest.fixture(scope="module")
@@ -42,14 +30,14 @@ def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCl
 
 
 @pytest.fixture
-def cluster_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+def cluster_factory(report_logs: Callable[[object], None], tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
     started: list[LocalCluster] = []
-    request.node.stash[_CLUSTERS_KEY] = started
 
     def make(size: int = 3, props: dict[str, str] | None = None,
              broker_props: Callable[[int, int], Mapping[str, str]] | None = None) -> LocalCluster:
         cluster = start_cluster(tmp_path / f"cluster-{len(started)}", size, props, broker_props=broker_props)
         started.append(cluster)
+        report_logs(cluster)
         return cluster
 
     try:

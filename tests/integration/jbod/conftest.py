@@ -3,7 +3,7 @@
 ``cluster_support`` (``LocalCluster``) lives in ``tests/integration/cluster`` and the live clients
 (``LiveProducer``, ``read_topic``, ``check_acked``) in ``tests/integration/reassign``; pytest puts
 only this folder on ``sys.path``, so those are added here. When a test fails, the log tail of every
-broker is added to the report.
+broker is added to the report (by the hook in ``tests/integration/conftest.py``).
 """
 
 from __future__ import annotations
@@ -18,16 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reassign"))
 
 from cluster_support import LocalCluster, start_cluster
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report = outcome.get_result()
-    if report.failed:
-        for value in getattr(item, "funcargs", {}).values():
-            if isinstance(value, LocalCluster):
-                report.sections.extend(value.log_tails())
 
 
 @pytest.fixture(scope="module")

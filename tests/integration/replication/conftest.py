@@ -5,7 +5,7 @@ lives in ``tests/integration/cluster``; pytest puts only this folder on ``sys.pa
 is added here. ``LocalCluster`` gives every broker the same properties, and each broker here needs
 its own ``metrics.port``, so the processes are started here and handed to a ``LocalCluster``, which
 reads the cluster and stops everything by PID as usual. When a test fails, the log tail of every
-broker is added to the report.
+broker is added to the report (by the hook in ``tests/integration/conftest.py``).
 """
 
 from __future__ import annotations
@@ -23,16 +23,6 @@ from cluster_support import DEFAULT_PROPS, LocalCluster
 from headwater.admin.local import READY_TIMEOUT_S, BrokerProcess, ZooKeeperProcess, free_port, wait_for_port
 
 BROKERS = 4
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report = outcome.get_result()
-    if report.failed:
-        for value in getattr(item, "funcargs", {}).values():
-            if isinstance(value, LocalCluster):
-                report.sections.extend(value.log_tails())
 
 
 @pytest.fixture(scope="module")

@@ -276,15 +276,3 @@ SPARK_CHECKSUM_SQL = (
     "sum(crc32(concat(coalesce(key, X''), coalesce(value, X''), "
     "cast(concat(cast(partition as string), ':', cast(offset as string)) as binary))))"
 )
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A failed test that used a cluster (test_stream_reassign) reports its brokers' log tails."""
-    outcome = yield
-    report = outcome.get_result()
-    if report.failed:
-        for value in getattr(item, "funcargs", {}).values():
-            log_tails = getattr(value, "log_tails", None)
-            if callable(log_tails):
-                report.sections.extend(log_tails())
