@@ -103,6 +103,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from headwater.protocol import control_wire
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.protocol.frame import parse_request_header, response_header
 from headwater.protocol.interbroker import (
@@ -284,7 +285,11 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     if spec is None or not spec.min_version <= version <= spec.max_version:
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"api key {key} version {version} is not supported")
     header = parse_request_header(view, spec.is_flexible(version))
-    body = decode_body(spec.request, version, view[header.body_offset :])
+    if control_wire.reads(key, version):
+        # The controller's bulk requests: read without an object per field (control_wire.py).
+        body = control_wire.decode(key, version, view[header.body_offset :])
+    else:
+        body = decode_body(spec.request, version, view[header.body_offset :])
     return Request(spec, version, header.correlation_id, header.client_id, body)
 
 

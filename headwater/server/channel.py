@@ -100,7 +100,8 @@ class BrokerChannel:
             token = client.respond(bytes(resp.auth_bytes))
 
     async def request(self, request: Any, version: int, timeout_s: float = 30.0) -> Any:
-        """Send a kafka-python request object at ``version``; return the decoded response."""
+        """Send a kafka-python request object (or a ``control_wire.EncodedRequest``, which frames like
+        one) at ``version``; return the decoded response."""
         if self.closed:
             raise ChannelError("channel closed")
         writer = await self._ensure()

@@ -37,15 +37,10 @@ from headwater.controller.znodes import (
     snapshot_from_znodes,
 )
 from headwater.metadata import zk as znodes
-from headwater.metadata.image import BrokerEndpoint
 from headwater.metadata.zk import decode_log_dir_event
+from headwater.protocol import control_wire
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.interbroker import (
-    PartitionLeadership,
-    StopReplicaRequest,
-    UpdateMetadataRequest,
-    leader_and_isr_request,
-)
+from headwater.protocol.interbroker import LeaderAndIsrResponse, StopReplicaRequest, UpdateMetadataResponse
 from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
 from headwater.server.zk import ControllerMovedError, ZooKeeper
 
@@ -94,9 +89,9 @@ class ControllerShell:
         self._preferred_seen = -1  # likewise for /admin/preferred_replica_election
         self._rebalance_task: asyncio.Task[None] | None = None
         self._current: _Pending | None = None  # the event being processed
-        # The last UpdateMetadata entries built, with the tuple they were built from (kept alive, so
-        # that an identity match cannot be a reused id).
-        self._um_built: tuple[tuple[fx.UpdateMetadataPartition, ...], list[Any]] | None = None
+        # The last UpdateMetadata topic states written, with the tuple they were written from (kept
+        # alive, so that an identity match cannot be a reused id).
+        self._um_built: tuple[tuple[fx.UpdateMetadataPartition, ...], bytes] | None = None
         self._um_lock = threading.Lock()
 
     # --- lifecycle ----------------------------------------------------------------------------------
@@ -493,60 +488,45 @@ class ControllerShell:
 
     @staticmethod
     async def _build(build: Callable[[Any], Any], req: fx.LeaderAndIsrRequest | fx.UpdateMetadataRequest) -> Any:
-        """Build the wire message; one of 10,000 partitions takes a tenth of a second of CPU (more on a
-        busy machine), so it is built in a thread, letting the loop serve clients and the controller's
-        next event in between (the interpreter lock still runs one at a time, but switches every few ms)."""
+        """Write the request; one of 10,000 partitions takes tens of ms of CPU (more on a busy machine),
+        so it is written in a thread, letting the loop serve clients and the controller's next event in
+        between (the interpreter lock still runs one at a time, but switches every few ms)."""
         if len(req.partitions) < BUILD_IN_THREAD_PARTITIONS:
             return build(req)
         return await asyncio.to_thread(build, req)
 
-    def _topic_states(self, partitions: tuple[fx.UpdateMetadataPartition, ...]) -> list[Any]:
-        """The wire entries of an UpdateMetadata; the requests of one result share their partitions
-        tuple, so they are built once for every broker (10,000 entries cost about 40 ms each time)."""
+    def _topic_states(self, partitions: tuple[fx.UpdateMetadataPartition, ...]) -> bytes:
+        """The TopicStates of an UpdateMetadata; the requests of one result share their partitions
+        tuple, so they are written once for every broker."""
         with self._um_lock:  # builds run in threads, one per broker's sender: the second waits for the first
             cached = self._um_built
             if cached is not None and cached[0] is partitions:
                 return cached[1]
-            states = _um_topic_states(partitions)
+            states = control_wire.update_metadata_topics(UPDATE_METADATA_VERSION, partitions)
             self._um_built = (partitions, states)
             return states
 
-    def _leader_and_isr(self, req: fx.LeaderAndIsrRequest) -> Any:
-        return leader_and_isr_request(
+    def _leader_and_isr(self, req: fx.LeaderAndIsrRequest) -> control_wire.EncodedRequest:
+        body = control_wire.leader_and_isr_body(
             LEADER_AND_ISR_VERSION, controller_id=req.controller_id, controller_epoch=req.controller_epoch,
-            broker_epoch=req.broker_epoch,
-            states=[PartitionLeadership(p.topic, p.partition, p.controller_epoch, p.leader, p.leader_epoch, p.isr,
-                                        p.partition_epoch, p.replicas, p.adding_replicas, p.removing_replicas,
-                                        p.is_new, p.leader_recovery_state) for p in req.partitions],
-            topic_ids={p.topic: p.topic_id for p in req.partitions},
+            broker_epoch=req.broker_epoch, partitions=req.partitions,
             # Kafka sends each leader's inter-broker endpoint here.
             live_leaders=[(b.broker_id, *(b.address(self._listener) or (b.host, b.port))) for b in req.live_leaders],
         )
+        return control_wire.EncodedRequest(control_wire.LEADER_AND_ISR_KEY, LEADER_AND_ISR_VERSION, body,
+                                           LeaderAndIsrResponse)
 
-    def _update_metadata(self, req: fx.UpdateMetadataRequest) -> Any:
-        B = UpdateMetadataRequest.UpdateMetadataBroker
-        E = B.UpdateMetadataEndpoint
-        return UpdateMetadataRequest(
-            version=UPDATE_METADATA_VERSION, controller_id=req.controller_id, controller_epoch=req.controller_epoch,
-            broker_epoch=req.broker_epoch,
-            topic_states=self._topic_states(req.partitions),
-            live_brokers=[B(id=b.broker_id, rack=b.rack, endpoints=[
-                E(port=e.port, host=e.host, listener=e.listener, security_protocol=znodes.SECURITY_PROTOCOL_IDS[e.security_protocol])
-                for e in (b.endpoints or (BrokerEndpoint(self._listener, b.host, b.port),))])
-                          for b in req.live_brokers],
+    def _update_metadata(self, req: fx.UpdateMetadataRequest) -> control_wire.EncodedRequest:
+        body = control_wire.update_metadata_body(
+            UPDATE_METADATA_VERSION, controller_id=req.controller_id, controller_epoch=req.controller_epoch,
+            broker_epoch=req.broker_epoch, topics=self._topic_states(req.partitions),
+            live_brokers=[control_wire.LiveBroker(b.broker_id, b.rack, [
+                (e.port, e.host, e.listener, znodes.SECURITY_PROTOCOL_IDS[e.security_protocol]) for e in b.endpoints]
+                or [(b.port, b.host, self._listener, znodes.SECURITY_PROTOCOL_IDS["PLAINTEXT"])])
+                for b in req.live_brokers],
         )
-
-
-def _um_topic_states(partitions: tuple[fx.UpdateMetadataPartition, ...]) -> list[Any]:
-    T = UpdateMetadataRequest.UpdateMetadataTopicState
-    P = T.UpdateMetadataPartitionState
-    by_topic: dict[str, list[fx.UpdateMetadataPartition]] = {}
-    for p in partitions:
-        by_topic.setdefault(p.topic, []).append(p)
-    return [T(topic_name=t, topic_id=ps[0].topic_id, partition_states=[
-        P(partition_index=p.partition, controller_epoch=p.controller_epoch, leader=p.leader,
-          leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch, replicas=list(p.replicas),
-          offline_replicas=list(p.offline_replicas)) for p in ps]) for t, ps in by_topic.items()]
+        return control_wire.EncodedRequest(control_wire.UPDATE_METADATA_KEY, UPDATE_METADATA_VERSION, body,
+                                           UpdateMetadataResponse)
 
 
 def _chunk_end(writes: Sequence[fx.ZkWrite], start: int) -> int:
