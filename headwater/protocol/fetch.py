@@ -1,4 +1,4 @@
-"""FetchResponse writer that leaves record bytes where they are.
+"""FetchResponse writer that leaves record bytes where they are, and the follower's reader of it.
 
 This is the one message the broker encodes itself instead of through the codec library: a fetch
 response is mostly record batches that already sit in segment files, and the library needs them as
@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from headwater.protocol.frame import write_unsigned_varint
+from headwater.protocol.frame import (
+    MalformedFrameError,
+    read_unsigned_varint,
+    skip_tagged_fields,
+    write_unsigned_varint,
+)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -167,3 +172,105 @@ def encode_fetch_response(
     total = sum(len(x) if isinstance(x, bytes) else x.length for x in parts)
     parts.insert(0, _I32.pack(total))
     return parts, total
+
+
+# --- the follower's side: reading a FetchResponse v12 -----------------------------------------------
+
+FOLLOWER_VERSION = 12
+"""The Fetch version followers send: topic names (so KIP-227 sessions apply), diverging epochs."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEnd:
+    epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    records: memoryview | None  # a slice of the response frame: appended as it is, never copied
+    diverging_epoch: EpochEnd | None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedTopic:
+    topic: str
+    partitions: list[FetchedPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedResponse:
+    correlation_id: int
+    error_code: int
+    session_id: int
+    responses: list[FetchedTopic]
+
+
+_RESPONSE_TOP = struct.Struct(">ihi")  # throttle time, error, session id
+_PARTITION_V12 = struct.Struct(">ihqqq")  # index, error, high watermark, last stable offset, log start
+_ABORTED = 16  # producer id, first offset (int64 each), then the entry's tagged fields
+
+
+def decode_follower_fetch_response(frame: bytes | bytearray | memoryview) -> FetchedResponse:
+    """A FetchResponse v12 frame (header included, size prefix not), with each partition's records
+    as a memoryview into ``frame``: a follower's fetch of megabytes is decoded without copying them.
+    Raises MalformedFrameError for bytes that are not such a response."""
+    buf = memoryview(frame)
+    end = len(buf)
+
+    def need(pos: int, n: int) -> None:
+        if pos + n > end:
+            raise MalformedFrameError("fetch response ends inside a field")
+
+    need(0, 4)
+    correlation_id = _I32.unpack_from(buf, 0)[0]
+    pos = skip_tagged_fields(buf, 4)
+    need(pos, _RESPONSE_TOP.size)
+    _throttle, error_code, session_id = _RESPONSE_TOP.unpack_from(buf, pos)
+    pos += _RESPONSE_TOP.size
+    n_topics, pos = read_unsigned_varint(buf, pos)
+    topics: list[FetchedTopic] = []
+    for _ in range(max(n_topics - 1, 0)):
+        name_len, pos = read_unsigned_varint(buf, pos)
+        if name_len == 0:
+            raise MalformedFrameError("null topic name in a fetch response")
+        need(pos, name_len - 1)
+        name = bytes(buf[pos:pos + name_len - 1]).decode()
+        pos += name_len - 1
+        n_parts, pos = read_unsigned_varint(buf, pos)
+        parts: list[FetchedPartition] = []
+        for _ in range(max(n_parts - 1, 0)):
+            need(pos, _PARTITION_V12.size)
+            index, perr, hw, _lso, log_start = _PARTITION_V12.unpack_from(buf, pos)
+            pos += _PARTITION_V12.size
+            n_aborted, pos = read_unsigned_varint(buf, pos)
+            for _ in range(max(n_aborted - 1, 0)):
+                need(pos, _ABORTED)
+                pos = skip_tagged_fields(buf, pos + _ABORTED)
+            need(pos, 4)  # preferred read replica
+            pos += 4
+            size, pos = read_unsigned_varint(buf, pos)
+            records = None
+            if size:
+                need(pos, size - 1)
+                records = buf[pos:pos + size - 1]
+                pos += size - 1
+            diverging = None
+            n_tags, pos = read_unsigned_varint(buf, pos)
+            for _ in range(n_tags):
+                tag, pos = read_unsigned_varint(buf, pos)
+                tag_size, pos = read_unsigned_varint(buf, pos)
+                need(pos, tag_size)
+                if tag == 0:
+                    need(pos, _TAG_EPOCH_END.size)
+                    diverging = EpochEnd(*_TAG_EPOCH_END.unpack_from(buf, pos))
+                pos += tag_size
+            parts.append(FetchedPartition(index, perr, hw, log_start, records, diverging))
+        pos = skip_tagged_fields(buf, pos)
+        topics.append(FetchedTopic(name, parts))
+    skip_tagged_fields(buf, pos)
+    return FetchedResponse(correlation_id, error_code, session_id, topics)

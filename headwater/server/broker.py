@@ -91,6 +91,7 @@ class Broker:
             replica_lag_time_max_ms=int(config.props.get("replica.lag.time.max.ms", 30000)),
             replica_fetch_backoff_ms=int(config.props.get("replica.fetch.backoff.ms", 1000)),
             wake=self._fetch.wake,
+            wake_readers=self._fetch.wake_readers,
             broker_address=self.broker_address,
             controller_id=lambda: self.image.controller_id,
             broker_epoch=lambda: self.authority.broker_epoch,

@@ -13,7 +13,7 @@ import itertools
 import logging
 import ssl
 import struct
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from headwater.security.sasl import SaslClient, SaslError
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 CONNECT_TIMEOUT_S = 5.0
+SCRATCH_BYTES = 64 * 1024
 
 
 class ChannelError(Exception):
@@ -49,115 +50,177 @@ class BrokerChannel:
         self.host = host
         self.port = port
         self.client_id = client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._pending: dict[int, tuple[asyncio.Future[Any], Any, int]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._reader: _ResponseReader | None = None  # the current connection's; a closed one's callbacks are ignored
+        self._pending: dict[int, tuple[asyncio.Future[Any], Callable[[bytes | bytearray], Any]]] = {}
         self._correlation = itertools.count(1)
-        self._read_task: asyncio.Task[None] | None = None
         self._connect_lock = asyncio.Lock()
         self.closed = False
 
-    async def _ensure(self) -> asyncio.StreamWriter:
+    async def _ensure(self) -> asyncio.Transport:
         async with self._connect_lock:
-            if self._writer is not None and not self._writer.is_closing():
-                return self._writer
+            if self._transport is not None and not self._transport.is_closing():
+                return self._transport
+            loop = asyncio.get_running_loop()
+            reader = self._reader = _ResponseReader(self)
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port, limit=64 * 1024 * 1024, ssl=self.security.ssl_context),
+                transport, _protocol = await asyncio.wait_for(
+                    loop.create_connection(lambda: reader, self.host, self.port, ssl=self.security.ssl_context),
                     CONNECT_TIMEOUT_S,
                 )
             except (OSError, TimeoutError) as exc:
                 raise ChannelError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+            assert isinstance(transport, asyncio.Transport)
             if self.security.mechanism is not None:
                 try:
-                    await asyncio.wait_for(self._authenticate(reader, writer), CONNECT_TIMEOUT_S)
-                except (OSError, TimeoutError, asyncio.IncompleteReadError, SaslError) as exc:
-                    writer.close()
+                    await asyncio.wait_for(self._authenticate(transport), CONNECT_TIMEOUT_S)
+                except (ChannelError, TimeoutError, SaslError) as exc:
+                    transport.close()
                     raise ChannelError(f"SASL authentication to {self.host}:{self.port} failed: {exc!r}") from None
-            self._reader, self._writer = reader, writer
-            self._read_task = asyncio.get_running_loop().create_task(self._read_loop(reader))
-            return writer
+            self._transport = transport
+            return transport
 
-    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: Any,
-                        version: int) -> Any:
-        request.with_header(correlation_id=next(self._correlation), client_id=self.client_id)
-        writer.write(request.encode(header=True, framed=True))
-        size = _SIZE.unpack(await reader.readexactly(4))[0]
-        return request.header.get_response_class().decode(await reader.readexactly(size), version=version, header=True)
-
-    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _authenticate(self, transport: asyncio.Transport) -> None:
         """SaslHandshake v1 and SaslAuthenticate v1 before the channel carries anything else."""
         assert self.security.mechanism is not None
         client = SaslClient(self.security.mechanism, self.security.username, self.security.password)
-        hs = await self._exchange(reader, writer, SaslHandshakeRequest(version=1, mechanism=client.mechanism), 1)
+        hs = await self._round_trip(transport, SaslHandshakeRequest(version=1, mechanism=client.mechanism), 1, None)
         if hs.error_code != 0:
             raise SaslError(f"handshake error {hs.error_code}; the peer enables {hs.mechanisms}")
         token: bytes | None = client.initial()
         while token is not None:
-            resp = await self._exchange(reader, writer, SaslAuthenticateRequest(version=1, auth_bytes=token), 1)
+            resp = await self._round_trip(transport, SaslAuthenticateRequest(version=1, auth_bytes=token), 1, None)
             if resp.error_code != 0:
                 raise SaslError(f"error {resp.error_code}: {resp.error_message}")
             token = client.respond(bytes(resp.auth_bytes))
 
-    async def request(self, request: Any, version: int, timeout_s: float = 30.0) -> Any:
+    async def request(self, request: Any, version: int, timeout_s: float = 30.0,
+                      decode: Callable[[bytes | bytearray], Any] | None = None) -> Any:
         """Send a kafka-python request object (or a ``control_wire.EncodedRequest``, which frames like
-        one) at ``version``; return the decoded response."""
+        one) at ``version``; return the decoded response: by the codec library, or by ``decode``,
+        which is given the response frame (header included)."""
         if self.closed:
             raise ChannelError("channel closed")
-        writer = await self._ensure()
+        transport = await self._ensure()
+        return await self._round_trip(transport, request, version, decode, timeout_s)
+
+    async def _round_trip(self, transport: asyncio.Transport, request: Any, version: int,
+                          decode: Callable[[bytes | bytearray], Any] | None, timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
         correlation_id = next(self._correlation)
         request.with_header(correlation_id=correlation_id, client_id=self.client_id)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = (fut, request.header.get_response_class(), version)
+        if decode is None:
+            response_cls = request.header.get_response_class()
+
+            def decode(frame: bytes | bytearray) -> Any:
+                return response_cls.decode(frame, version=version, header=True)
+
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._pending[correlation_id] = (fut, decode)
+        # A timer on the future itself rather than asyncio.wait_for, which costs a follower a
+        # task's worth of futures and callbacks per fetch.
+        timer = loop.call_later(timeout_s, self._time_out, fut)
         try:
-            writer.write(request.encode(header=True, framed=True))
-            return await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            self._fail_all(ChannelError(f"request to {self.host}:{self.port} timed out"))
-            raise ChannelError(f"request to {self.host}:{self.port} timed out") from None
+            transport.write(request.encode(header=True, framed=True))
+            return await fut
         finally:
+            timer.cancel()
             self._pending.pop(correlation_id, None)
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+    def _time_out(self, fut: asyncio.Future[Any]) -> None:
+        if not fut.done():  # the connection is in an unknown state: everything in flight fails
+            self._fail_all(ChannelError(f"request to {self.host}:{self.port} timed out"))
+
+    def _on_frame(self, frame: bytes | bytearray) -> None:
+        if len(frame) < 4:
+            self._fail_all(ChannelError(f"response from {self.host}:{self.port} shorter than its header"))
+            return
+        entry = self._pending.get(_SIZE.unpack_from(frame, 0)[0])
+        if entry is None:
+            return
+        fut, decode = entry
         try:
-            while True:
-                size = _SIZE.unpack(await reader.readexactly(4))[0]
-                payload = await reader.readexactly(size)
-                correlation_id = _SIZE.unpack_from(payload, 0)[0]
-                entry = self._pending.get(correlation_id)
-                if entry is None:
-                    continue
-                fut, response_cls, version = entry
-                try:
-                    resp = response_cls.decode(payload, version=version, header=True)
-                except Exception as exc:
-                    if not fut.done():
-                        fut.set_exception(ChannelError(f"undecodable response: {exc}"))
-                    continue
-                if not fut.done():
-                    fut.set_result(resp)
-        except (asyncio.IncompleteReadError, OSError) as exc:
-            self._fail_all(ChannelError(f"connection to {self.host}:{self.port} lost: {exc}"))
-        except asyncio.CancelledError:
-            self._fail_all(ChannelError("channel closed"))
-            raise
+            resp = decode(frame)
+        except Exception as exc:
+            if not fut.done():
+                fut.set_exception(ChannelError(f"undecodable response: {exc}"))
+            return
+        if not fut.done():
+            fut.set_result(resp)
+
+    def _on_lost(self, reader: _ResponseReader, exc: Exception | None) -> None:
+        if reader is self._reader:
+            self._fail_all(ChannelError(f"connection to {self.host}:{self.port} lost: {exc or 'closed by the peer'}"))
 
     def _fail_all(self, exc: Exception) -> None:
-        for fut, _cls, _v in self._pending.values():
+        for fut, _decode in self._pending.values():
             if not fut.done():
                 fut.set_exception(exc)
         self._pending.clear()
-        if self._writer is not None:
-            self._writer.close()
-        self._writer = None
+        if self._transport is not None:
+            self._transport.close()
+        self._transport = None
+        self._reader = None
 
     def close(self) -> None:
         self.closed = True
-        if self._read_task is not None:
-            self._read_task.cancel()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self._fail_all(ChannelError("channel closed"))
+
+
+class _ResponseReader(asyncio.BufferedProtocol):
+    """Cuts a channel's byte stream into response frames. Small frames are cut from one scratch
+    buffer; a large one (a follower's fetch of megabytes) gets a buffer of its own size that the
+    kernel fills directly, so its records are never copied on the way in."""
+
+    def __init__(self, channel: BrokerChannel) -> None:
+        self._channel = channel
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._filled = 0
+        self._big: bytearray | None = None
+        self._big_filled = 0
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled:]
+        return memoryview(self._scratch)[self._filled:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                frame, self._big = self._big, None
+                self._channel._on_frame(frame)
+            return
+        self._filled += nbytes
+        buf = self._scratch
+        pos = 0
+        while self._filled - pos >= 4:
+            size = _SIZE.unpack_from(buf, pos)[0]
+            if size < 0:
+                self._channel._on_lost(self, ChannelError("a response frame of negative size"))
+                return
+            start = pos + 4
+            if self._filled - start >= size:
+                self._channel._on_frame(bytes(buf[start:start + size]))
+                pos = start + size
+                continue
+            if size > SCRATCH_BYTES - 4:
+                self._big = bytearray(size)
+                have = self._filled - start
+                self._big[:have] = buf[start:self._filled]
+                self._big_filled = have
+                pos = self._filled
+            break
+        if pos:
+            remaining = self._filled - pos
+            buf[:remaining] = buf[pos:self._filled]
+            self._filled = remaining
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport: the peer sends nothing more
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._channel._on_lost(self, exc)
 
 
 class ChannelPool:

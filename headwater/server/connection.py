@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 SCRATCH_BYTES = 64 * 1024
 MAX_PENDING_REQUESTS = 64  # beyond this, stop reading until responses drain
 WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
+SENDFILE_MIN_BYTES = 64 * 1024  # below this a copy costs less than asyncio's sendfile round
 _SIZE = struct.Struct(">i")
 
 
@@ -265,30 +266,43 @@ class Connection(asyncio.BufferedProtocol):
                 await self._writable.wait()
 
     async def _send(self, parts: Parts) -> None:
+        """Write a response's parts: bytes, and ranges of segment files.
+
+        A range under SENDFILE_MIN_BYTES is read and written with the bytes around it, so a small
+        response (a follower's fetch of one produce's batches, the common case) costs one write
+        instead of asyncio's sendfile, which drains the transport and registers the socket anew
+        for every range. Larger ranges go zero-copy from the page cache.
+        """
         transport = self.transport
         if transport is None or self.closed:
             return
+        pending: list[bytes | bytearray] = []
         for part in parts:
-            if self.closed:
-                return
             if isinstance(part, (bytes, bytearray)):
-                transport.write(part)
+                pending.append(part)
                 continue
             rng = cast(FileRange, part)
             if rng.length == 0:
                 continue
-            if self.tls:
-                transport.write(os.pread(rng.fileno, rng.length, rng.position))
+            if self.tls or rng.length < SENDFILE_MIN_BYTES:
+                pending.append(os.pread(rng.fileno, rng.length, rng.position))
                 continue
-            # Zero-copy from the page cache. asyncio's sendfile first drains what the transport
-            # holds (so the bytes before this part go out first), then waits for the socket to be
-            # writable as often as needed, so a large fetch never falls back to copying.
+            if pending:
+                transport.write(b"".join(pending))
+                pending = []
+            # asyncio's sendfile first drains what the transport holds (so the bytes before this
+            # part go out first), then waits for the socket to be writable as often as needed, so
+            # a large fetch never falls back to copying.
             try:
                 await asyncio.get_running_loop().sendfile(transport, cast(IO[bytes], _Fd(rng.fileno)), rng.position,
                                                           rng.length, fallback=True)
             except (ConnectionError, RuntimeError, OSError) as exc:
                 self.abort(f"send failed: {exc}")
                 return
+            if self.closed:
+                return
+        if pending and not self.closed:
+            transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
 
 class _Fd:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.protocol.apis import API_SPECS, ApiKey
 from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.protocol.fetch import FOLLOWER_VERSION, FetchedResponse, decode_follower_fetch_response
 from headwater.records import scan_valid_prefix
 from headwater.replication.fetch_session import INITIAL_EPOCH, PartitionRequest, SessionBuilder
 from headwater.replication.follower import (
@@ -98,7 +99,7 @@ class ReplicaFetchers:
 
     async def _fetch_loop(self, leader_id: int) -> None:
         fetch_cls = API_SPECS[ApiKey.FETCH].request
-        version = 12  # topic names, diverging epochs, current leader epoch
+        version = FOLLOWER_VERSION  # topic names, diverging epochs, current leader epoch
         wakeup = self._fetch_wakeups[leader_id]
         session = SessionBuilder()  # KIP-227: after the first fetch, only what changed
         while not self._stopping:
@@ -171,7 +172,8 @@ class ReplicaFetchers:
             )
             fetched: dict[tuple[str, int], int] = {}
             try:
-                resp = await self._channel(leader_id, "fetch").request(req, version)
+                resp = await self._channel(leader_id, "fetch").request(req, version,
+                                                                       decode=decode_follower_fetch_response)
             except ChannelError as exc:
                 log.debug("fetch from broker %d failed: %s", leader_id, exc)
                 session.reset()
@@ -205,7 +207,7 @@ class ReplicaFetchers:
             record_all(limiters, fetched.get(key, 0) - FETCH_PARTITION_MAX_BYTES, now)
 
     async def _on_fetch_response(self, leader_id: int, requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]],
-                                 resp: Any, fetched: dict[tuple[str, int], int]) -> None:
+                                 resp: FetchedResponse, fetched: dict[tuple[str, int], int]) -> None:
         """Carry out each partition's answer; ``fetched`` receives the bytes appended per partition."""
         now = now_ms()
         for t in resp.responses:
@@ -217,7 +219,7 @@ class ReplicaFetchers:
                 fetcher = h.replica.fetcher
                 if fetcher is None or self.partitions.get((t.topic, p.partition_index)) is not h:
                     continue
-                records = p.records or b""
+                records = p.records if p.records is not None else memoryview(b"")
                 diverging = None
                 if p.diverging_epoch is not None and p.diverging_epoch.epoch >= 0:
                     diverging = EpochEndOffset(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
@@ -231,7 +233,7 @@ class ReplicaFetchers:
                 except KafkaError as exc:
                     log.warning("replica %s-%d: %s", t.topic, p.partition_index, exc)
 
-    async def _carry_out(self, leader_id: int, h: Hosted, action: Any, records: bytes) -> int:
+    async def _carry_out(self, leader_id: int, h: Hosted, action: Any, records: memoryview) -> int:
         """Do what the fetcher asked; return the bytes appended."""
         fetcher = h.replica.fetcher
         plog = h.plog
@@ -288,11 +290,11 @@ class ReplicaFetchers:
             return
         action2 = fetcher.on_leader_offsets(leader_log_start_offset=offsets[EARLIEST], leader_log_end_offset=offsets[LATEST],
                                             log_end_offset=h.plog.log_end_offset, now_ms=now_ms())
-        await self._carry_out(leader_id, h, action2, b"")
+        await self._carry_out(leader_id, h, action2, memoryview(b""))
 
 
 
-def _whole_batches(records: bytes) -> bytes:
+def _whole_batches(records: memoryview) -> memoryview:
     """A fetch may end in a partial batch (the leader's size limit); the follower appends whole ones."""
     _batches, end = scan_valid_prefix(records, verify_crc=False)
     return records[:end]

@@ -79,6 +79,7 @@ class ReplicaManager:
         replica_lag_time_max_ms: int,
         replica_fetch_backoff_ms: int,
         wake: Callable[[str, int], None],
+        wake_readers: Callable[[str, int], None] | None = None,
         broker_address: Callable[[int], tuple[str, int] | None],
         controller_id: Callable[[], int],
         broker_epoch: Callable[[], int],
@@ -89,6 +90,9 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.replica_fetch_backoff_ms = replica_fetch_backoff_ms
         self._wake = wake
+        # A new high watermark concerns consumers only: a follower's fetch waits for records, as
+        # Kafka's DelayedFetch does, so it is not answered (and sent again) once per produce for it.
+        self._wake_readers = wake_readers or wake
         self._broker_address = broker_address
         self._controller_id = controller_id
         self._broker_epoch = broker_epoch
@@ -102,7 +106,7 @@ class ReplicaManager:
         self._channels = ChannelPool(channel_security)
         self.fetchers = ReplicaFetchers(
             broker_id, replica_fetch_backoff_ms=replica_fetch_backoff_ms, partitions=self.partitions,
-            follower_limiters=self._follower_limiters, channel=self._channel, wake=wake,
+            follower_limiters=self._follower_limiters, channel=self._channel, wake=self._wake_readers,
         )
         self.mover = LogDirMover(logs, self.partitions, self._swapped)
         self._alter_queue: dict[tuple[str, int], AlterPartitionProposal] = {}
@@ -503,7 +507,7 @@ class ReplicaManager:
     def _apply_hw(self, hosted: Hosted, update: HighWatermarkUpdate) -> None:
         hosted.plog.high_watermark = update.new
         self._complete(hosted.acks.on_high_watermark(update.new, hosted.replica.ack_error()))
-        self._wake(hosted.replica.topic, hosted.replica.partition)
+        self._wake_readers(hosted.replica.topic, hosted.replica.partition)
 
     @staticmethod
     def _complete(completions: Iterable[Any]) -> None:

@@ -32,7 +32,10 @@ from headwater.server.replica_manager import Hosted
 class FetchApis:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
-        self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        # Fetches waiting for something to change: consumers', and followers', which a new high
+        # watermark alone does not answer.
+        self._waiters: dict[tuple[str, int], list[asyncio.Future[bool]]] = {}
+        self._follower_waiters: dict[tuple[str, int], list[asyncio.Future[bool]]] = {}
         # Followers' incremental fetch sessions (KIP-227).
         self.sessions = SessionCache(int(ctx.config.props.get("max.incremental.fetch.session.cache.slots",
                                                               MAX_SESSIONS)))
@@ -43,11 +46,14 @@ class FetchApis:
 
     def wake(self, topic: str, partition: int) -> None:
         """Something changed that a fetch waiting on this partition would answer differently."""
-        waiters = self._waiters.pop((topic, partition), None)
-        if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+        _resolve(self._waiters.pop((topic, partition), None))
+        _resolve(self._follower_waiters.pop((topic, partition), None))
+
+    def wake_readers(self, topic: str, partition: int) -> None:
+        """The high watermark moved: consumers' fetches may read further. A follower's fetch waits
+        on for records (Kafka's DelayedFetch counts only bytes for it) and learns the high
+        watermark with them or when its wait ends."""
+        _resolve(self._waiters.pop((topic, partition), None))
 
     async def fetch(self, req: Request) -> list[Any]:
         body = req.body
@@ -82,7 +88,7 @@ class FetchApis:
         topics, total = self._read_fetch(req, refused, wanted)
         if total < body.min_bytes and body.max_wait_ms > 0 and not any(
             p.error_code or p.diverging_epoch or p.preferred_read_replica >= 0 for t in topics for p in t.partitions
-        ) and await self._wait_for_data(topics, body.max_wait_ms / 1000.0):
+        ) and await self._wait_for_data(topics, body.max_wait_ms / 1000.0, _replica_id(req) >= 0):
             topics, _total = self._read_fetch(req, refused, wanted)
         return topics
 
@@ -129,25 +135,27 @@ class FetchApis:
         current.answered_with_records((t.name, p.partition) for t in answered for p in t.partitions if p.records)
         return ErrorCode.NONE, current.id, answered
 
-    async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float) -> bool:
+    async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float, follower: bool) -> bool:
         """Until a partition of ``topics`` is woken (True) or ``timeout_s`` passes (False)."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[bool] = loop.create_future()
         keys = [(t.name, p.partition) for t in topics for p in t.partitions]
+        waiters = self._follower_waiters if follower else self._waiters
         for key in keys:
-            self._waiters.setdefault(key, []).append(fut)
+            waiters.setdefault(key, []).append(fut)
+        # A timer on the future itself: asyncio.wait_for would add a task's worth of futures and
+        # callbacks to every follower fetch that waits.
+        timer = loop.call_later(timeout_s, _settle, fut, False)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-            return True
-        except TimeoutError:
-            return False
+            return await fut
         finally:
+            timer.cancel()
             for key in keys:
-                lst = self._waiters.get(key)
+                lst = waiters.get(key)
                 if lst and fut in lst:
                     lst.remove(fut)
                     if not lst:
-                        del self._waiters[key]
+                        del waiters[key]
 
     def _fetch_refused(self, req: Request) -> set[str]:
         """Topics this fetch may not read: all of them for a follower without CLUSTER_ACTION, else
@@ -155,7 +163,7 @@ class FetchApis:
         if not self.ctx.authz.enabled:
             return set()  # the fetch hot path pays nothing without an authorizer
         body = req.body
-        replica_id = body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)
+        replica_id = _replica_id(req)
         names = set()
         for ft in body.topics:
             found = self.ctx.image.topic_by_id(ft.topic_id) if req.version >= 13 else None
@@ -170,7 +178,7 @@ class FetchApis:
         """Read every partition of the request (or of ``wanted``: a fetch session's topics, shaped
         like the request's) as a Fetch response of the request's version says it."""
         body = req.body
-        replica_id = body.replica_id if req.version < 15 else (body.replica_state.replica_id if body.replica_state else -1)
+        replica_id = _replica_id(req)
         replica_epoch = -1 if req.version < 15 or body.replica_state is None else body.replica_state.replica_epoch
         is_follower = replica_id >= 0
         budget = body.max_bytes if req.version >= 3 else 2**31 - 1
@@ -283,6 +291,24 @@ class FetchApis:
                 caught_up = progress.last_caught_up_time_ms or 0
                 candidates.append((progress.log_end_offset, caught_up, broker_id))
         return max(candidates)[2] if candidates else None
+
+
+def _replica_id(req: Request) -> int:
+    """The fetching follower's broker id; -1 for a consumer."""
+    body = req.body
+    if req.version < 15:
+        return int(body.replica_id)
+    return int(body.replica_state.replica_id) if body.replica_state else -1
+
+
+def _resolve(waiters: list[asyncio.Future[bool]] | None) -> None:
+    for fut in waiters or ():
+        _settle(fut, True)
+
+
+def _settle(fut: asyncio.Future[bool], woken: bool) -> None:
+    if not fut.done():
+        fut.set_result(woken)
 
 
 SESSION_VERSIONS = (7, 12)
