@@ -34,11 +34,11 @@ def _ack_at_once(self, required_offset):
 _request = channel.BrokerChannel.request
 
 
-async def _slow_fetch(self, request, version, timeout_s=30.0):
+async def _slow_fetch(self, request, version, *args, **kwargs):
     # Followers fetch once a second, so a leader always holds records no follower has yet.
     if type(request).__name__.startswith("FetchRequest"):
         await asyncio.sleep(1.0)
-    return await _request(self, request, version, timeout_s)
+    return await _request(self, request, version, *args, **kwargs)
 
 
 partition.PartitionReplica.ack_check = _ack_at_once
