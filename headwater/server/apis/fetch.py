@@ -36,6 +36,9 @@ class FetchApis:
         # watermark alone does not answer.
         self._waiters: dict[tuple[str, int], list[asyncio.Future[bool]]] = {}
         self._follower_waiters: dict[tuple[str, int], list[asyncio.Future[bool]]] = {}
+        # Followers' waits during which a high watermark moved: read again when they end, so the
+        # follower learns it then, as Kafka's expired DelayedFetch reads the log at its end.
+        self._hw_moved: set[asyncio.Future[bool]] = set()
         # Followers' incremental fetch sessions (KIP-227).
         self.sessions = SessionCache(int(ctx.config.props.get("max.incremental.fetch.session.cache.slots",
                                                               MAX_SESSIONS)))
@@ -54,6 +57,7 @@ class FetchApis:
         on for records (Kafka's DelayedFetch counts only bytes for it) and learns the high
         watermark with them or when its wait ends."""
         _resolve(self._waiters.pop((topic, partition), None))
+        self._hw_moved.update(self._follower_waiters.get((topic, partition), ()))
 
     async def fetch(self, req: Request) -> list[Any]:
         body = req.body
@@ -136,7 +140,8 @@ class FetchApis:
         return ErrorCode.NONE, current.id, answered
 
     async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float, follower: bool) -> bool:
-        """Until a partition of ``topics`` is woken (True) or ``timeout_s`` passes (False)."""
+        """Until a partition of ``topics`` is woken or ``timeout_s`` passes: whether the fetch must
+        be read again (woken, or a follower's partition had a new high watermark meanwhile)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
         keys = [(t.name, p.partition) for t in topics for p in t.partitions]
@@ -147,7 +152,7 @@ class FetchApis:
         # callbacks to every follower fetch that waits.
         timer = loop.call_later(timeout_s, _settle, fut, False)
         try:
-            return await fut
+            woken = await fut
         finally:
             timer.cancel()
             for key in keys:
@@ -156,6 +161,9 @@ class FetchApis:
                     lst.remove(fut)
                     if not lst:
                         del waiters[key]
+            moved = fut in self._hw_moved
+            self._hw_moved.discard(fut)
+        return woken or moved
 
     def _fetch_refused(self, req: Request) -> set[str]:
         """Topics this fetch may not read: all of them for a follower without CLUSTER_ACTION, else

@@ -1,7 +1,9 @@
 """Which changes answer a waiting fetch. Kafka's DelayedFetch completes a follower's fetch (isolation
 up to the log end) on new bytes, an error or a leadership change, never on a high watermark alone
-(DelayedFetch.tryComplete compares the fetch offset with the log end offset for a follower); a
-consumer's fetch reads up to the high watermark, so a new one answers it."""
+(DelayedFetch.tryComplete compares the fetch offset with the log end offset for a follower), and
+when its wait expires the log is read then (DelayedFetch.onComplete), so the follower learns the
+high watermark of that moment. A consumer's fetch reads up to the high watermark, so a new one
+answers it at once."""
 
 from __future__ import annotations
 
@@ -22,32 +24,37 @@ def _apis() -> FetchApis:
 TOPICS = [FetchTopicData("orders", uuid.UUID(int=0), [FetchPartitionData(0), FetchPartitionData(1)])]
 
 
-async def _woken(follower: bool, wake: str) -> bool:
+async def _woken(follower: bool, wake: str | None) -> tuple[bool, float]:
+    """(read again?, seconds waited) of a fetch with a 0.3 s max wait, woken at once by ``wake``."""
     apis = _apis()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     waiting = asyncio.ensure_future(apis._wait_for_data(TOPICS, 0.3, follower))
     await asyncio.sleep(0)
-    getattr(apis, wake)("orders", 1)
+    if wake is not None:
+        getattr(apis, wake)("orders", 1)
     result = await waiting
-    assert not apis._waiters and not apis._follower_waiters  # nothing left registered
-    return result
+    assert not apis._waiters and not apis._follower_waiters and not apis._hw_moved  # nothing left behind
+    return result, loop.time() - started
 
 
-def test_a_new_high_watermark_answers_a_consumer_but_not_a_follower() -> None:
-    assert asyncio.run(_woken(follower=False, wake="wake_readers")) is True
-    assert asyncio.run(_woken(follower=True, wake="wake_readers")) is False  # waited its max wait out
+def test_a_new_high_watermark_answers_a_consumer_at_once() -> None:
+    again, waited = asyncio.run(_woken(follower=False, wake="wake_readers"))
+    assert again and waited < 0.2
 
 
-def test_new_records_answer_both() -> None:
-    assert asyncio.run(_woken(follower=False, wake="wake")) is True
-    assert asyncio.run(_woken(follower=True, wake="wake")) is True
+def test_a_follower_waits_its_max_wait_out_then_reads_the_new_high_watermark() -> None:
+    again, waited = asyncio.run(_woken(follower=True, wake="wake_readers"))
+    assert again and waited >= 0.3
 
 
-def test_a_wait_without_a_wake_ends_at_its_max_wait() -> None:
-    async def run() -> bool:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        woken = await _apis()._wait_for_data(TOPICS, 0.05, True)
-        assert loop.time() - started >= 0.05
-        return woken
+def test_new_records_answer_both_at_once() -> None:
+    for follower in (False, True):
+        again, waited = asyncio.run(_woken(follower=follower, wake="wake"))
+        assert again and waited < 0.2
 
-    assert asyncio.run(run()) is False
+
+def test_a_quiet_wait_ends_at_its_max_wait_with_its_first_read() -> None:
+    for follower in (False, True):
+        again, waited = asyncio.run(_woken(follower=follower, wake=None))
+        assert not again and waited >= 0.3
