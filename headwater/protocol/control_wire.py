@@ -25,7 +25,12 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from headwater.protocol.frame import MalformedFrameError, read_unsigned_varint, write_unsigned_varint
+from headwater.protocol.frame import (
+    MalformedFrameError,
+    read_unsigned_varint,
+    write_compact_string,
+    write_unsigned_varint,
+)
 
 LEADER_AND_ISR_KEY = 4
 UPDATE_METADATA_KEY = 6
@@ -111,15 +116,6 @@ class LiveBroker(NamedTuple):
 # --- writing -------------------------------------------------------------------------------------
 
 
-def _string(s: str) -> bytes:
-    raw = s.encode()
-    return write_unsigned_varint(len(raw) + 1) + raw
-
-
-def _nullable_string(s: str | None) -> bytes:
-    return b"\x00" if s is None else _string(s)
-
-
 def _uuid(u: uuid.UUID | None) -> bytes:
     return _ZERO_UUID if u is None else u.bytes
 
@@ -170,7 +166,7 @@ def leader_and_isr_body(version: int, *, controller_id: int, controller_epoch: i
     ids = {p.topic: p.topic_id for p in partitions}
     out.append(write_unsigned_varint(len(grouped) + 1))
     for name, ps in grouped.items():
-        out += [_string(name), _uuid(ids[name]), write_unsigned_varint(len(ps) + 1)]
+        out += [write_compact_string(name), _uuid(ids[name]), write_unsigned_varint(len(ps) + 1)]
         for p in ps:
             out += [fixed(p.partition, p.controller_epoch, p.leader, p.leader_epoch), ints(p.isr),
                     pack_i32(p.partition_epoch), ints(p.replicas), ints(p.adding_replicas), ints(p.removing_replicas),
@@ -182,7 +178,7 @@ def leader_and_isr_body(version: int, *, controller_id: int, controller_epoch: i
     leaders = list(live_leaders)
     out.append(write_unsigned_varint(len(leaders) + 1))
     for broker_id, host, port in leaders:
-        out += [_I32.pack(broker_id), _string(host), _I32.pack(port), _NO_TAGS]
+        out += [_I32.pack(broker_id), write_compact_string(host), _I32.pack(port), _NO_TAGS]
     out.append(_NO_TAGS)
     return b"".join(out)
 
@@ -199,7 +195,7 @@ def update_metadata_topics(version: int, partitions: Sequence[UpdateMetadataEntr
     grouped = _by_topic(partitions)
     out = [write_unsigned_varint(len(grouped) + 1)]
     for name, ps in grouped.items():
-        out += [_string(name), _uuid(ps[0].topic_id), write_unsigned_varint(len(ps) + 1)]
+        out += [write_compact_string(name), _uuid(ps[0].topic_id), write_unsigned_varint(len(ps) + 1)]
         for p in ps:
             out += [fixed(p.partition, p.controller_epoch, p.leader, p.leader_epoch), ints(p.isr),
                     pack_i32(p.partition_epoch), ints(p.replicas), ints(p.offline_replicas), _NO_TAGS]
@@ -223,8 +219,8 @@ def update_metadata_body(version: int, *, controller_id: int, controller_epoch: 
     for b in brokers:
         out += [_I32.pack(b.broker_id), write_unsigned_varint(len(b.endpoints) + 1)]
         for port, host, listener, protocol in b.endpoints:
-            out += [_I32.pack(port), _string(host), _string(listener), _I16.pack(protocol), _NO_TAGS]
-        out += [_nullable_string(b.rack), _NO_TAGS]
+            out += [_I32.pack(port), write_compact_string(host), write_compact_string(listener), _I16.pack(protocol), _NO_TAGS]
+        out += [write_compact_string(b.rack), _NO_TAGS]
     out.append(_NO_TAGS)
     return b"".join(out)
 

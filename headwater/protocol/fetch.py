@@ -20,6 +20,7 @@ from headwater.protocol.frame import (
     MalformedFrameError,
     read_unsigned_varint,
     skip_tagged_fields,
+    write_compact_string,
     write_unsigned_varint,
 )
 
@@ -81,16 +82,16 @@ class NodeEndpoint:
 
 
 def _string(value: str, flexible: bool) -> bytes:
-    raw = value.encode("utf-8")
     if flexible:
-        return write_unsigned_varint(len(raw) + 1) + raw
+        return write_compact_string(value)
+    raw = value.encode("utf-8")
     return _I16.pack(len(raw)) + raw
 
 
 def _nullable_string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else _I16.pack(-1)
-    return _string(value, flexible)
+    if flexible:
+        return write_compact_string(value)
+    return _I16.pack(-1) if value is None else _string(value, False)
 
 
 def _array_len(n: int, flexible: bool) -> bytes:

@@ -60,6 +60,14 @@ def write_unsigned_varint(value: int) -> bytes:
     return bytes(out)
 
 
+def write_compact_string(value: str | None) -> bytes:
+    """A flexible version's (nullable) string: unsigned varint of length + 1 (0 for null), UTF-8."""
+    if value is None:
+        return b"\x00"
+    raw = value.encode()
+    return write_unsigned_varint(len(raw) + 1) + raw
+
+
 def skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:
     count, pos = read_unsigned_varint(buf, pos)
     for _ in range(count):

@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from headwater.protocol.frame import write_unsigned_varint
+from headwater.protocol.frame import write_compact_string, write_unsigned_varint
 
 _HEAD = struct.Struct(">iBih")  # correlation id, empty header tags, throttle time, error code
 _I32 = struct.Struct(">i")
@@ -36,11 +36,6 @@ class Listing(Protocol):
     def adding_replicas(self) -> Sequence[int]: ...
     @property
     def removing_replicas(self) -> Sequence[int]: ...
-
-
-def _compact_string(value: str) -> bytes:
-    raw = value.encode("utf-8")
-    return write_unsigned_varint(len(raw) + 1) + raw
 
 
 def _entry_packer(shape: tuple[int, int, int], _cache: dict[tuple[int, int, int], struct.Struct] = {}) -> struct.Struct:  # noqa: B006 - a cache
@@ -84,10 +79,10 @@ def encode_list_reassignments_response(
             entries = by_topic[r.topic] = []
         entries.append(_entry(r))
     out = [_HEAD.pack(correlation_id, 0, throttle_time_ms, error_code),
-           b"\x00" if error_message is None else _compact_string(error_message),
+           write_compact_string(error_message),
            write_unsigned_varint(len(by_topic) + 1)]
     for name, entries in by_topic.items():
-        out.append(_compact_string(name))
+        out.append(write_compact_string(name))
         out.append(write_unsigned_varint(len(entries) + 1))
         out.extend(entries)
         out.append(b"\x00")
