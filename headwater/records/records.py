@@ -39,6 +39,7 @@ from kafka import codec
 from headwater.records.batch import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
+    CONTROL_MASK,
     CRC_POS,
     HEADER_SIZE,
     LENGTH_POS,
@@ -405,3 +406,85 @@ def convert_batch(
     out += payload
     _UINT32.pack_into(out, CRC_POS, crc32c.crc32c(memoryview(out)[ATTRIBUTES_POS:]))
     return out
+
+
+# ---- control records: transaction markers ---------------------------------------------------------
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")  # version, type (Kafka's ControlRecordType key, version 0)
+_END_TXN_VALUE = struct.Struct(">hi")  # version, coordinator epoch (EndTransactionMarker, version 0)
+_NO_SEQUENCE = -1
+_NO_PARTITION_LEADER_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRecord:
+    """The first record of a control batch: its type and, for a transaction marker (ABORT, COMMIT),
+    the coordinator epoch its value carries (-1 for other types)."""
+
+    type: int
+    coordinator_epoch: int
+
+    @property
+    def is_txn_marker(self) -> bool:
+        return self.type in (CONTROL_ABORT, CONTROL_COMMIT)
+
+    @property
+    def commit(self) -> bool:
+        return self.type == CONTROL_COMMIT
+
+
+def build_marker_batch(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int
+) -> bytearray:
+    """An end-transaction marker batch, as Kafka's ``MemoryRecords.withEndTransactionMarker`` writes it:
+    transactional and control bits, no sequence, one uncompressed record whose key is the control
+    type and whose value is the coordinator epoch. Offsets and leader epoch are assigned by the log."""
+    record = bytearray(b"\x00")  # record attributes
+    _put_varint(record, 0)  # timestamp delta
+    _put_varint(record, 0)  # offset delta
+    _put_varint(record, _CONTROL_KEY.size)
+    record += _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    _put_varint(record, _END_TXN_VALUE.size)
+    record += _END_TXN_VALUE.pack(0, coordinator_epoch)
+    _put_varint(record, 0)  # no headers
+    body = bytearray()
+    _put_varint(body, len(record))
+    body += record
+    out = bytearray(_BATCH_HEADER.pack(
+        0, HEADER_SIZE - LOG_OVERHEAD + len(body), _NO_PARTITION_LEADER_EPOCH, 2, 0,
+        TRANSACTIONAL_MASK | CONTROL_MASK, 0, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
+        _NO_SEQUENCE, 1,
+    ))
+    out += body
+    _UINT32.pack_into(out, CRC_POS, crc32c.crc32c(memoryview(out)[ATTRIBUTES_POS:]))
+    return out
+
+
+def read_control_record(batch: bytes | bytearray | memoryview, header: BatchHeader) -> ControlRecord | None:
+    """The first record of the control batch ``batch`` (whole, starting at its base offset field);
+    None when it holds no record (the cleaner emptied it). Raises CorruptRecordError when the key or
+    value is too short for its type, as Kafka's ``ControlRecordType.parse`` and
+    ``EndTransactionMarker.deserialize`` do."""
+    if header.record_count == 0:
+        return None
+    blob = batch_records(memoryview(batch), header)
+    first = scan_records(blob, header.record_count)[0]
+    pos = first.tail
+    key_length, pos = _varint(blob, pos)
+    if key_length < _CONTROL_KEY.size:
+        raise CorruptRecordError(f"control record key of {key_length} bytes at offset {header.base_offset}")
+    version, kind = _CONTROL_KEY.unpack_from(blob, pos)
+    if version < 0:
+        raise CorruptRecordError(f"control record key version {version} at offset {header.base_offset}")
+    pos += key_length
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return ControlRecord(kind, -1)
+    value_length, pos = _varint(blob, pos)
+    if value_length < _END_TXN_VALUE.size:
+        raise CorruptRecordError(f"transaction marker value of {value_length} bytes at offset {header.base_offset}")
+    value_version, coordinator_epoch = _END_TXN_VALUE.unpack_from(blob, pos)
+    if value_version < 0:
+        raise CorruptRecordError(f"transaction marker version {value_version} at offset {header.base_offset}")
+    return ControlRecord(kind, coordinator_epoch)

@@ -25,6 +25,12 @@ Cleaning (pure functions over batches: ``OffsetMap``, ``map_batch``, ``filter_ba
    or when the group reaches the end of the cleanable part, so the log never ends in a gap.
 3. record the end of the mapped part as the log's new checkpoint.
 
+Transactions: unlike Kafka, which drops aborted transactions' records and then their markers, this
+cleaner keeps every control batch and every transactional batch whole, and never maps a
+transactional record (an aborted one must not hide an older committed value). It cleans only below
+the last stable offset, as Kafka does. A segment with aborted transactions starts a new group, so
+the cleaned segment at its base offset keeps its transaction index file (``retention.replace_segments``).
+
 Files (``write_group``, ``PartitionLog.replace_segments``, ``swap.py``): each group is written as
 ``.cleaned`` files, fsynced, renamed ``.swap`` (the commit point), then swapped in by the log
 (``replace_segments``, on the event loop). The cleaner reads the old segments through descriptors
@@ -105,7 +111,7 @@ class OffsetMap:
 
 def map_batch(offset_map: OffsetMap, batch: bytes | memoryview, header: BatchHeader, from_offset: int = 0) -> None:
     """Put every keyed record at ``from_offset`` or later of one batch into the map."""
-    if header.is_control or header.record_count == 0 or header.last_offset < from_offset:
+    if header.is_control or header.is_transactional or header.record_count == 0 or header.last_offset < from_offset:
         return
     blob = batch_records(batch, header)
     base = header.base_offset
@@ -141,8 +147,8 @@ def filter_batch(
     retain_empty: bool,
 ) -> FilterResult:
     """The batch with only the records ``keep_record`` keeps; see the module doc for ``retain_empty``."""
-    if header.is_control:
-        return FilterResult(bytes(batch), header.record_count, 0)  # transaction markers stay as they are
+    if header.is_control or header.is_transactional:
+        return FilterResult(bytes(batch), header.record_count, 0)  # markers and transactions stay whole
     blob = batch_records(batch, header)
     kept: list[tuple[int, int]] = []
     total = 0
@@ -202,7 +208,7 @@ def cleanable_range(plog: PartitionLog, checkpoint: int | None, now_ms: int) -> 
     segs = plog.segments
     first_dirty = first_dirty_offset(plog, checkpoint)
     end = segs[-1].base_offset
-    hw = plog.high_watermark
+    hw = plog.last_stable_offset  # nothing past an undecided transaction (Kafka's cleanableOffsets)
     for i, seg in enumerate(segs[:-1]):
         seg_end = segs[i + 1].base_offset
         too_new = cfg.min_compaction_lag_ms > 0 and seg.max_timestamp_ms > now_ms - cfg.min_compaction_lag_ms
@@ -252,6 +258,7 @@ class SegmentRef:
     size_bytes: int
     max_timestamp_ms: int
     fd: int
+    has_aborted: bool = False  # its transaction index is not empty: it starts a group
 
 
 @dataclass
@@ -306,7 +313,8 @@ def plan_clean(
             if seg_end <= cleanable.first_dirty:
                 clean_max_ts = max(clean_max_ts, seg.max_timestamp_ms)
             fd = os.open(seg.log_path, os.O_RDONLY)
-            refs.append(SegmentRef(seg, seg.base_offset, seg_end, seg.size_bytes, seg.max_timestamp_ms, fd))
+            refs.append(SegmentRef(seg, seg.base_offset, seg_end, seg.size_bytes, seg.max_timestamp_ms, fd,
+                                   len(seg.txn_index) > 0))
     except OSError as exc:
         for ref in refs:
             os.close(ref.fd)
@@ -405,7 +413,8 @@ def build_offset_map(plan: CleanPlan) -> tuple[OffsetMap, int]:
 
 def group_segments(refs: list[SegmentRef], end_offset: int, max_bytes: int) -> list[list[SegmentRef]]:
     """Consecutive segments below ``end_offset`` in groups each at most ``max_bytes`` (or one segment)
-    and spanning at most the offsets an index can address relative to the group's base."""
+    and spanning at most the offsets an index can address relative to the group's base; a segment
+    with aborted transactions only ever starts a group (see the module doc)."""
     groups: list[list[SegmentRef]] = []
     current: list[SegmentRef] = []
     size = 0
@@ -413,7 +422,7 @@ def group_segments(refs: list[SegmentRef], end_offset: int, max_bytes: int) -> l
         if ref.base_offset >= end_offset:
             break
         fits = size + ref.size_bytes <= max_bytes and ref.end_offset - 1 - (current[0].base_offset if current else 0) <= MAX_RELATIVE_OFFSET
-        if current and not fits:
+        if current and (not fits or ref.has_aborted):
             groups.append(current)
             current, size = [], 0
         current.append(ref)

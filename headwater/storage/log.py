@@ -27,7 +27,8 @@ Rules:
   takes a file's length as the end of its last batch.
 
 Segments leaving the log are in ``retention.py`` (with their rules), timestamp lookups in
-``timestamps.py``, producer-state snapshots in ``producer_snapshots.py``.
+``timestamps.py``, producer-state snapshots in ``producer_snapshots.py``, transaction markers, the
+aborted-transaction index and what recovery rebuilds of them in ``transactions.py``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from pathlib import Path
 
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.records.batch import BatchHeader, CorruptRecordError, assign_offsets, iter_batches
-from headwater.storage import retention, timestamps
+from headwater.records.records import build_marker_batch
+from headwater.storage import retention, timestamps, transactions
 from headwater.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from headwater.storage.config import LogConfig
 from headwater.storage.epochs import LeaderEpochCache
@@ -53,11 +55,15 @@ from headwater.storage.files import fsync_dir, fsync_file
 from headwater.storage.index import IndexCorruptError
 from headwater.storage.producer_snapshots import (
     rebuild_producer_state,
+    recover_segment,
     snapshot_offsets,
     snapshot_path,
     write_snapshot,
 )
-from headwater.storage.producers import ProducerEntry, ProducerStateManager, tracks_sequence
+from headwater.storage.producers import (
+    AppendOrigin as AppendOrigin,  # re-exported: callers name the origin of an append with it
+)
+from headwater.storage.producers import CompletedTxn, ProducerEntry, ProducerStateManager, tracks_producer
 from headwater.storage.segment import (
     DELETED_SUFFIX,
     LOG_SUFFIX,
@@ -202,6 +208,27 @@ class PartitionLog:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        if self.producer_state.unreplicated:  # nothing to do (the hot path) unless a transaction ended
+            self.producer_state.on_high_watermark(self._high_watermark)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction that is ongoing, or completed with its marker
+        not yet below the high watermark, but not below the log start; None: no such transaction."""
+        first = self.producer_state.first_unstable_offset
+        return None if first is None else max(first, self._log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's ``UnifiedLog.lastStableOffset``: the first unstable offset when it is below the high
+        watermark, else the high watermark. read_committed reads below it."""
+        first = self.first_unstable_offset
+        return first if first is not None and first < self._high_watermark else self._high_watermark
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction overlapping ``[fetch_offset,
+        upper_bound)``, as a read_committed fetch returns them (``transactions.collect_aborted``)."""
+        return transactions.collect_aborted(self._segments, self._bases, fetch_offset, upper_bound)
 
     @property
     def recovery_point(self) -> int:
@@ -242,16 +269,18 @@ class PartitionLog:
         recover_from = len(segments) if clean else max(bisect_right(bases, recovery_point) - 1, 0)
         kept: list[LogSegment] = []
         recovered = False  # a segment was scanned batch by batch, re-deriving leader epochs
+        state: ProducerStateManager | None = None  # as of the end of the segment recovered last
         for i, seg in enumerate(segments):
             cut = 0
             if i >= recover_from:
-                cut, recovered = self._recover_segment(seg), True
+                cut, state, recovered = *recover_segment(self, seg, kept, state), True
             else:
+                state = None
                 try:
                     seg.load_and_check()
                 except (IndexCorruptError, OSError, KafkaError) as exc:
                     log.warning("%s: rebuilding segment %d: %s", self.directory, seg.base_offset, exc)
-                    cut, recovered = self._recover_segment(seg), True
+                    cut, state, recovered = *recover_segment(self, seg, kept, None), True
             kept.append(seg)
             later = segments[i + 1 :]
             if cut or (later and later[0].base_offset < seg.next_offset):
@@ -301,21 +330,6 @@ class PartitionLog:
         for seg in self._segments[:-1]:
             seg.release_fd()  # checked (or recovered and fsynced); reopened by the first read
 
-    def _recover_segment(self, seg: LogSegment) -> int:
-        def on_batch(header: BatchHeader) -> None:
-            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-
-        cut = seg.recover(self.config.index_interval_bytes, on_batch)
-        if cut:
-            log.warning(
-                "%s: cut %d bytes of torn or corrupt data from segment %d",
-                self.directory,
-                cut,
-                seg.base_offset,
-            )
-        seg.fsync()
-        return cut
-
     # ---- appends ---------------------------------------------------------------------------------
 
     @staticmethod
@@ -329,12 +343,19 @@ class PartitionLog:
         return batches
 
     def append_as_leader(
-        self, records: bytearray, leader_epoch: int, now_ms: int, *, max_batch_bytes: int | None = None
+        self,
+        records: bytearray,
+        leader_epoch: int,
+        now_ms: int,
+        *,
+        max_batch_bytes: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
         """Validate, convert as the topic's configs ask (``validator.py``), assign offsets in place
         (stamping ``leader_epoch``), write. See the module rules. ``max_batch_bytes``
         (max.message.bytes) is checked again on batches the topic's compression.type rebuilt, as
-        Kafka's UnifiedLog.append does after a recompression."""
+        Kafka's UnifiedLog.append does after a recompression. ``origin``: a client's batches, or a
+        coordinator's (transaction markers and offset commits: see ``producers.py``)."""
         self._check_open()
         if not isinstance(records, bytearray):
             records = bytearray(records)
@@ -345,6 +366,8 @@ class PartitionLog:
                     ErrorCode.INVALID_RECORD,
                     f"batch at byte {pos}: record count {header.record_count} disagrees with last offset delta {header.last_offset_delta}",
                 )
+            if origin is AppendOrigin.CLIENT:
+                transactions.check_client_batch(self, header)
         checked = validate_and_convert(records, batches, self.config, now_ms, f"{self.topic}-{self.partition}")
         records, batches = checked.records, checked.batches
         if checked.rebuilt and max_batch_bytes is not None:
@@ -358,12 +381,16 @@ class PartitionLog:
         leo = self.log_end_offset
         next_offset = leo
         staged: dict[int, ProducerEntry] = {}
+        completed: list[CompletedTxn] = []
         plan: list[tuple[int, int, int, int, int]] = []
         max_ts = -1
         for pos, header in batches:
             base, last = next_offset, next_offset + header.last_offset_delta
-            if tracks_sequence(header):
-                duplicate = self.producer_state.validate(header, staged, base, last)
+            if tracks_producer(header):
+                marker = transactions.leader_marker(records, pos, header) if header.is_control else None
+                duplicate = self.producer_state.stage(
+                    header, staged, base, last, completed, origin=origin, marker=marker
+                )
                 if duplicate is not None:
                     return AppendResult(
                         duplicate.first_offset, duplicate.last_offset, duplicate.max_timestamp, duplicate=True,
@@ -375,8 +402,16 @@ class PartitionLog:
         assign_offsets(records, batches, leo, leader_epoch)
         self._write(records, plan, next_offset - 1, now_ms)
         self.producer_state.commit(staged)
+        if completed:
+            transactions.index_completed(self, self._active, self.producer_state, completed)
         self.epochs.assign(leader_epoch, leo)
         return AppendResult(leo, next_offset - 1, max_ts, log_append_time=checked.log_append_time_ms)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      leader_epoch: int, now_ms: int) -> AppendResult:
+        """Append one end-transaction marker as the coordinator writes it (WriteTxnMarkers)."""
+        marker = build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        return self.append_as_leader(marker, leader_epoch, now_ms, origin=AppendOrigin.COORDINATOR)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry offsets and leader epochs, at or after the LEO.
@@ -400,8 +435,8 @@ class PartitionLog:
             max_ts = max(max_ts, header.max_timestamp)
             expected = header.last_offset + 1
         self._write(records, plan, expected - 1, self._clock_ms())
+        transactions.replay_follower_batches(self, records, batches)
         for _, header in batches:
-            self.producer_state.replay(header)
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         return AppendResult(first, expected - 1, max_ts)
 
@@ -756,6 +791,7 @@ class PartitionLog:
         for seg in segs:
             seg.validate()
         assert segs[0].base_offset <= self._log_start_offset <= self._high_watermark <= self.log_end_offset
+        self.producer_state.validate_state(self._high_watermark)
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, end={self.log_end_offset})"

@@ -11,6 +11,10 @@ Rules:
   are closed and its files unlinked only ``file.delete.delay.ms`` later, and never within
   ``SEND_GRACE_MS`` of a read (``PartitionLog.delete_expired_files``), so a ``FileSlice`` handed to
   the server stays valid while it is being sent.
+- A segment's transaction index leaves with it. A cleaned segment takes over the one of the old
+  segment at its base offset: the cleaner keeps every transaction marker and starts a new group at
+  each segment that has aborted transactions (``cleaner.group_segments``), so that index is the
+  whole of the cleaned segment's.
 - As everywhere in ``log.py``, every change to the segment list happens under the log's ``_lock``
   (a flush may run on another thread); a truncation counts itself in ``_truncations`` under it, so
   such a flush leaves the recovery point where the truncation put it.
@@ -56,6 +60,7 @@ def advance_log_start(log: PartitionLog, offset: int) -> None:
         log._log_start_offset = offset
         log._high_watermark = max(log._high_watermark, offset)
         log.epochs.truncate_from_start(offset)
+        log.producer_state.on_high_watermark(log._high_watermark)
 
 
 def delete_from_start(
@@ -224,8 +229,9 @@ def replace_segments(
             path.unlink(missing_ok=True)
         return False
     with log._io(f"replacing cleaned segments in {log.directory}"):
+        txn_index = old[0].txn_index  # same base offset, same file: see the module rules
         for seg in old:
-            seg.rename_deleted()
+            seg.rename_deleted(keep_txn_index=seg is old[0])
         step("old-renamed-deleted")
         for path in segment_files(log.directory, base_offset, SWAP_SUFFIX):
             os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
@@ -233,8 +239,9 @@ def replace_segments(
         if sync_dir:
             fsync_dir(log.directory)
         new = LogSegment.open_existing(log.directory, base_offset)
+        new.txn_index = txn_index
         try:
-            new.load_and_check()
+            new.load_and_check(txn_index=False)
         except (IndexCorruptError, OSError, KafkaError) as exc:
             _log.warning("%s: rebuilding the index of cleaned segment %d: %s", log.directory, base_offset, exc)
             new.rebuild_from_headers(log.config.index_interval_bytes)

@@ -1,4 +1,5 @@
-"""One segment: a ``.log`` file of whole RecordBatch v2 batches plus its two sparse indexes.
+"""One segment: a ``.log`` file of whole RecordBatch v2 batches plus its two sparse indexes and its
+aborted-transaction index (``txn_index.py``).
 
 Invariants (checked by ``validate``): the file holds whole batches with increasing offsets, all in
 ``[base_offset, next_offset)``; ``size_bytes`` is the file length the log trusts (the file is never
@@ -34,6 +35,7 @@ from headwater.records.batch import (
 )
 from headwater.storage.files import pread_upto, pwrite_all
 from headwater.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from headwater.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -78,6 +80,9 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / offset_file_name(base_offset, TIME_INDEX_SUFFIX + suffix), base_offset
         )
+        self.txn_index = TransactionIndex(
+            directory / offset_file_name(base_offset, TXN_INDEX_SUFFIX + suffix), base_offset
+        )
         self.next_offset = base_offset
         self.max_timestamp_ms = -1
         self.max_timestamp_offset = base_offset  # base offset of the batch holding max_timestamp_ms
@@ -106,6 +111,7 @@ class LogSegment:
         else:
             seg.offset_index.create_empty()
             seg.time_index.create_empty()
+            seg.txn_index.remove_stale()
         return seg
 
     @classmethod
@@ -148,6 +154,7 @@ class LogSegment:
     def sync_indexes(self) -> None:
         self.offset_index.sync()
         self.time_index.sync()
+        self.txn_index.sync()
 
     def fds_to_sync(self) -> list[int]:
         """The open ``.log`` descriptor, if any (the indexes sync through ``sync_indexes``)."""
@@ -162,7 +169,8 @@ class LogSegment:
             self._fd = None
 
     def paths(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        txn = [self.txn_index.path] if self.txn_index.path is not None else []
+        return [self.log_path, self.offset_index.path, self.time_index.path, *txn]
 
     def relocate(self, directory: Path) -> None:
         """Its directory was renamed (a log moved between log dirs): the same files, new paths.
@@ -171,9 +179,15 @@ class LogSegment:
         self.log_path = directory / self.log_path.name
         self.offset_index.path = directory / self.offset_index.path.name
         self.time_index.path = directory / self.time_index.path.name
+        if self.txn_index.path is not None:
+            self.txn_index.path = directory / self.txn_index.path.name
 
-    def rename_deleted(self) -> list[Path]:
-        """Rename the files with the ``.deleted`` suffix; fds stay open for readers in flight."""
+    def rename_deleted(self, *, keep_txn_index: bool = False) -> list[Path]:
+        """Rename the files with the ``.deleted`` suffix; fds stay open for readers in flight.
+        ``keep_txn_index``: the transaction index file stays, now the cleaned segment's that
+        replaces this one at the same base offset (see ``retention.replace_segments``)."""
+        if keep_txn_index:
+            self.txn_index = TransactionIndex(None, self.base_offset)
         renamed = []
         for path in self.paths():
             target = path.with_name(path.name + DELETED_SUFFIX)
@@ -187,6 +201,8 @@ class LogSegment:
             self.offset_index.path.name + DELETED_SUFFIX
         )
         self.time_index.path = self.time_index.path.with_name(self.time_index.path.name + DELETED_SUFFIX)
+        if self.txn_index.path is not None:
+            self.txn_index.path = self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX)
         return renamed
 
     # ---- appends ---------------------------------------------------------------------------------
@@ -304,13 +320,16 @@ class LogSegment:
     # ---- recovery and load -----------------------------------------------------------------------
 
     def recover(
-        self, index_interval_bytes: int, on_batch: Callable[[BatchHeader], None] | None = None
+        self, index_interval_bytes: int, on_batch: Callable[[BatchHeader, memoryview], None] | None = None
     ) -> int:
         """Re-read the whole file with CRC checks, rebuild the indexes, cut everything after the first flaw.
 
-        Returns the number of bytes cut.
+        ``on_batch`` sees each valid batch (header and bytes) in order; it rebuilds what depends on the
+        batches' contents (leader epochs, producer state and the transaction index, which is cleared
+        here). Returns the number of bytes cut.
         """
         self._reset_metadata()
+        self.txn_index.clear()
         file_size = os.fstat(self.fd).st_size
         self.size_bytes = file_size
         pos = 0
@@ -339,7 +358,7 @@ class LogSegment:
                     index_interval_bytes,
                 )
                 if on_batch is not None:
-                    on_batch(header)
+                    on_batch(header, memoryview(buf)[rel : rel + header.size])
                 expected = header.last_offset + 1
             pos += valid
             if flawed:
@@ -365,12 +384,14 @@ class LogSegment:
         self.finalize_time_index()
         self.offset_index.write_all()
         self.time_index.write_all()
+        self.txn_index.write_all()
         return cut
 
-    def load_and_check(self) -> None:
+    def load_and_check(self, *, txn_index: bool = True) -> None:
         """Trust the files after a clean shutdown, but check the indexes and hop over the tail.
 
         Raises IndexCorruptError, OSError or KafkaError when anything disagrees; the caller recovers.
+        ``txn_index=False`` leaves the transaction index alone (the caller hands one over).
         """
         self._reset_metadata()
         self.size_bytes = os.fstat(self.fd).st_size
@@ -400,6 +421,8 @@ class LogSegment:
         if last is not None and last[0] >= self.max_timestamp_ms:
             self.max_timestamp_ms, self.max_timestamp_offset = last
         self.bytes_since_index = self.size_bytes - self.offset_index.last_position()
+        if txn_index:
+            self.txn_index.load(self.next_offset)
 
     def rebuild_from_headers(self, index_interval_bytes: int) -> None:
         """Rebuild indexes and metadata by hopping over the batch headers (no CRC: the bytes are trusted)."""
@@ -429,6 +452,7 @@ class LogSegment:
         # The sparse time index cannot say which maxima came from the cut batches, so rebuild both
         # indexes from the headers that remain. Truncation is rare (follower divergence).
         self.rebuild_from_headers(index_interval_bytes)
+        self.txn_index.truncate_to(self.next_offset)
         return removed
 
     def retention_timestamp_ms(self) -> int:
@@ -449,3 +473,7 @@ class LogSegment:
         assert expected == self.next_offset or self.size_bytes == 0, "next_offset disagrees with the file"
         for offset, pos in zip(self.offset_index.offsets, self.offset_index.positions, strict=True):
             assert positions.get(pos) == offset, f"index entry ({offset}, {pos}) does not point at its batch"
+        last = -1
+        for txn in self.txn_index.entries:
+            assert self.base_offset <= txn.last_offset < expected and txn.last_offset > last, f"txn index entry {txn}"
+            last = txn.last_offset
