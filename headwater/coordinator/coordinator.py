@@ -21,8 +21,9 @@ Rules of the state machine (Kafka's classic rebalance protocol):
 * any -> Dead: the group is deleted (DeleteGroups, offsets expired with no member), or its
   partition is unloaded. A Dead group answers nothing; it is gone from the cache.
 
-Offsets (OffsetCommit, OffsetFetch, OffsetDelete, expiry) are in ``offsets.py``, with their rules;
-the groups' data (``Group``, ``Member``, the states and ``TRANSITIONS``) in ``group.py``.
+Offsets (OffsetCommit, OffsetFetch, OffsetDelete, expiry) are in ``offsets.py``, with their rules,
+and transactional ones (TxnOffsetCommit, the markers that complete them, loading them) in
+``txn_offsets.py``; the groups' data (``Group``, ``Member``, the states and ``TRANSITIONS``) in ``group.py``.
 
 The shell passes time in (``now_ms`` on every call) and carries out the returned effects.
 """
@@ -33,7 +34,7 @@ import itertools
 from collections.abc import Iterable
 
 from headwater.coordinator import events as ev
-from headwater.coordinator import offsets
+from headwater.coordinator import offsets, txn_offsets
 from headwater.coordinator.group import (
     TRANSITIONS,
     CoordinatorConfig,
@@ -51,10 +52,6 @@ from headwater.coordinator.records import (
     GroupValue,
     MemberValue,
     OffsetKey,
-    RecordFormatError,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
     encode_group_key,
     encode_group_value,
     encode_offset_key,
@@ -83,6 +80,10 @@ class GroupCoordinator:
         # DeleteGroups results with the number of partition writes still outstanding.
         self._commit_results: dict[int, tuple[tuple[str, int, ErrorCode], ...]] = {}
         self._commit_results_groups: dict[int, tuple[tuple[tuple[str, ErrorCode], ...], int]] = {}
+        # Transactions (txn_offsets.py): (offsets partition, producer id) -> groups with offsets pending
+        # from it, and the markers reported while a partition loads, applied once it has.
+        self.txn_groups: dict[tuple[int, int], set[str]] = {}
+        self.txn_deferred: dict[int, list[tuple[int, bool]]] = {}
 
     # --- entry point -------------------------------------------------------------------------------------
 
@@ -100,6 +101,8 @@ class GroupCoordinator:
                 self._leave(event, now_ms)
             case ev.OffsetCommit():
                 offsets.commit(self, event, now_ms)
+            case ev.TxnOffsetCommit():
+                txn_offsets.commit(self, event, now_ms)
             case ev.OffsetFetch():
                 self._reply(event.token, offsets.fetch(self, event))
             case ev.OffsetDelete():
@@ -119,6 +122,8 @@ class GroupCoordinator:
                 self.partitions[event.partition] = (PartitionLoad.LOADING, event.leader_epoch)
             case ev.LoadFinished():
                 loaded = self._load(event, now_ms)
+            case ev.TxnCompleted():
+                txn_offsets.completed(self, event, now_ms)
             case ev.Unloaded():
                 self._unload(event.partition)
             case _:
@@ -150,11 +155,13 @@ class GroupCoordinator:
     def _transition(self, group: Group, target: GroupState, now_ms: int) -> None:
         transition(group, target, now_ms)
 
-    def _append(self, group: Group, records: list[tuple[bytes, bytes | None]], pending: PendingWrite) -> int:
+    def _append(self, group: Group, records: list[tuple[bytes, bytes | None]], pending: PendingWrite, *,
+                producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False) -> int:
         write_id = next(self._write_ids)
         epoch = self.partitions[group.partition][1]
         self._pending[write_id] = pending
-        self._appends.append(ev.Append(write_id, group.partition, epoch, tuple(records)))
+        self._appends.append(ev.Append(write_id, group.partition, epoch, tuple(records), producer_id, producer_epoch,
+                                       transactional))
         return write_id
 
     def _group_record(self, group: Group, now_ms: int) -> tuple[bytes, bytes]:
@@ -574,9 +581,16 @@ class GroupCoordinator:
                 for tp, entry in pending.offsets:
                     if entry is None:
                         group.offsets.pop(tp, None)
-                    else:
+                        continue
+                    # The later record in the log wins: a transactional offset committed meanwhile
+                    # may come after this one (Kafka's onOffsetCommitAppend).
+                    entry.log_order = e.write_id
+                    current = group.offsets.get(tp)
+                    if current is None or current.log_order < entry.log_order:
                         group.offsets[tp] = entry
             self._reply(pending.token, ev.PartitionResults(ErrorCode.NONE, results))
+        elif pending.kind == "txn-commit":
+            txn_offsets.write_done(self, pending, e, now_ms)
         elif pending.kind == "sync":
             if group is not None and group.sync_write == e.write_id and group.generation == pending.generation \
                     and group.state == S.COMPLETING_REBALANCE:
@@ -601,7 +615,7 @@ class GroupCoordinator:
         elif pending.kind == "expire" and group is not None and e.error == ErrorCode.NONE:
             for tp, _ in pending.offsets:
                 group.offsets.pop(tp, None)
-            if group.state == S.EMPTY and not group.offsets:
+            if group.state == S.EMPTY and not group.offsets and not group.txn_offsets:
                 self._transition(group, S.DEAD, now_ms)
                 del self.groups[group.group_id]
         # kind "group": a group record written for the record's sake; a failure is healed by the next one
@@ -643,30 +657,18 @@ class GroupCoordinator:
         state = self.partitions.get(e.partition)
         if state is None or state != (PartitionLoad.LOADING, e.leader_epoch):
             return 0  # unloaded, or a newer leadership started loading meanwhile
-        offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
-        metadata: dict[str, GroupValue | None] = {}
-        for raw_key, raw_value in e.records:
-            try:
-                key = decode_key(raw_key)
-                if isinstance(key, OffsetKey):
-                    per_group = offsets.setdefault(key.group, {})
-                    if raw_value is None:
-                        per_group.pop((key.topic, key.partition), None)
-                    else:
-                        v = decode_offset_value(raw_value)
-                        per_group[(key.topic, key.partition)] = OffsetEntry(v.offset, v.leader_epoch, v.metadata,
-                                                                            v.commit_timestamp_ms)
-                else:
-                    metadata[key.group] = None if raw_value is None else decode_group_value(raw_value)
-            except (RecordFormatError, UnicodeDecodeError):
-                continue  # a record of a kind we do not know (a newer format) is not ours to act on
+        log = txn_offsets.replay(e.records)
+        offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = log.offsets
+        metadata: dict[str, GroupValue | None] = log.metadata
         count = 0
-        for group_id in set(offsets) | set(metadata):
+        for group_id in set(offsets) | set(metadata) | set(log.pending):
             value = metadata.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+            pending = log.pending.get(group_id, {})
+            if value is None and not group_offsets and not pending:
                 continue
             group = Group(group_id, e.partition, state_timestamp_ms=now_ms, offsets=dict(group_offsets))
+            txn_offsets.loaded(self, group, pending)
             if value is not None:
                 group.protocol_type = value.protocol_type or None
                 group.generation = value.generation
@@ -686,9 +688,11 @@ class GroupCoordinator:
             self.groups[group_id] = group
             count += 1
         self.partitions[e.partition] = (PartitionLoad.LOADED, e.leader_epoch)
+        txn_offsets.after_load(self, e.partition, now_ms)
         return count
 
     def _unload(self, partition: int) -> None:
+        txn_offsets.forget_partition(self, partition)
         if self.partitions.pop(partition, None) is None:
             return
         for group in [g for g in self.groups.values() if g.partition == partition]:
@@ -726,3 +730,4 @@ class GroupCoordinator:
                 assert all(m.metadata(g.protocol_name) or not m.protocols or g.protocol_name in dict(m.protocols)
                            for m in g.members.values()), f"{gid}: a member does not support {g.protocol_name}"
             assert not set(g.pending_members) & set(g.members), f"{gid}: a member is also pending"
+        txn_offsets.validate_state(self)

@@ -5,6 +5,10 @@ that token, at once or later (a JoinGroup waits for the rebalance, a follower's 
 leader's assignment, an OffsetCommit for its records to be committed). Records to write come back
 as :class:`Append` effects; the shell appends them as the leader of the group's ``__consumer_offsets``
 partition, waits until they are below the high watermark and reports with :class:`AppendDone`.
+
+Transactions (KIP-98): a :class:`TxnOffsetCommit`'s records are appended as one transactional batch
+of its producer and stay pending until the shell reports, with :class:`TxnCompleted`, that the
+producer's COMMIT or ABORT marker is committed in that partition.
 """
 
 from __future__ import annotations
@@ -79,10 +83,25 @@ class OffsetCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetCommit:
+    """Offsets committed inside a transaction: visible once its COMMIT marker is written (TxnCompleted)."""
+
+    token: int
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int  # -1, no member id, no instance id: no membership to check (what v0-v2 send)
+    member_id: str
+    group_instance_id: str | None
+    offsets: tuple[CommittedOffset, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetFetch:
     token: int
     group_id: str
     partitions: tuple[tuple[str, int], ...] | None  # None: every committed offset of the group
+    require_stable: bool = False  # v7+: a partition with an offset commit in flight answers UNSTABLE_OFFSET_COMMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +152,43 @@ class LoadStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadedTxnRecord:
+    """A record of a transactional batch of ``producer_id``: it counts once that producer's COMMIT follows."""
+
+    producer_id: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTxnMarker:
+    """A control batch of ``producer_id``: COMMIT (``commit``) or ABORT of its open transaction."""
+
+    producer_id: int
+    commit: bool
+
+
+# A non-transactional record is a plain (key, value) pair (a None value is a tombstone): most of a
+# log, kept as cheap as before; the producer id of a non-transactional batch changes nothing here.
+LoadedRecord = tuple[bytes, bytes | None] | LoadedTxnRecord | LoadedTxnMarker
+
+
+@dataclass(frozen=True, slots=True)
 class LoadFinished:
-    """The records of the partition, in log order: (key, value); a None value is a tombstone."""
+    """The records of the partition, in log order, with the transactional context of their batch."""
 
     partition: int
     leader_epoch: int
-    records: tuple[tuple[bytes, bytes | None], ...]
+    records: tuple[LoadedRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnCompleted:
+    """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is committed in offsets ``partition``."""
+
+    partition: int
+    producer_id: int
+    commit: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +198,9 @@ class Unloaded:
     partition: int
 
 
-Event = (JoinGroup | SyncGroup | Heartbeat | LeaveGroup | OffsetCommit | OffsetFetch | OffsetDelete | ListGroups
-         | DescribeGroups | DeleteGroups | Tick | AppendDone | LoadStarted | LoadFinished | Unloaded)
+Event = (JoinGroup | SyncGroup | Heartbeat | LeaveGroup | OffsetCommit | TxnOffsetCommit | OffsetFetch | OffsetDelete
+         | ListGroups | DescribeGroups | DeleteGroups | Tick | AppendDone | LoadStarted | LoadFinished | TxnCompleted
+         | Unloaded)
 
 # --- results -------------------------------------------------------------------------------------------
 
@@ -197,7 +248,7 @@ class OffsetFetchResult:
 
 @dataclass(frozen=True, slots=True)
 class PartitionResults:
-    """Per-partition errors (OffsetCommit, OffsetDelete) and a group-level one (OffsetDelete)."""
+    """Per-partition errors (OffsetCommit, TxnOffsetCommit, OffsetDelete) and a group-level one (OffsetDelete)."""
 
     error: ErrorCode
     partitions: tuple[tuple[str, int, ErrorCode], ...] = ()
@@ -261,12 +312,18 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Append:
-    """Records for ``partition`` of ``__consumer_offsets``; report with AppendDone(write_id)."""
+    """Records for ``partition`` of ``__consumer_offsets``, as one batch; report with AppendDone(write_id).
+
+    A transactional batch (TxnOffsetCommit) carries its producer's id and epoch and no sequence.
+    Appends are written in ``write_id`` order, so that order is their order in the log."""
 
     write_id: int
     partition: int
     leader_epoch: int
     records: tuple[tuple[bytes, bytes | None], ...]
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transactional: bool = False
 
 
 @dataclass(frozen=True, slots=True)

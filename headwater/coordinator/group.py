@@ -109,6 +109,10 @@ class OffsetEntry:
     leader_epoch: int
     metadata: str
     commit_timestamp_ms: int
+    # Where its record is in the partition's log, to keep the later of two commits of one partition
+    # (Kafka compares the batches' log offsets): the write id of our own write (appends are written
+    # in write-id order), or a negative position for a record read by the load (before any write).
+    log_order: int = 0
 
 
 @dataclass(slots=True)
@@ -125,6 +129,8 @@ class Group:
     pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline (MEMBER_ID_REQUIRED)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
+    # producer id -> its transactional offsets not yet committed or aborted (invisible to OffsetFetch)
+    txn_offsets: dict[int, dict[tuple[str, int], OffsetEntry]] = field(default_factory=dict)
     join_not_before_ms: int = 0
     rebalance_deadline_ms: int = 0
     sync_write: int | None = None  # the group record of this generation being written
@@ -150,12 +156,13 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class PendingWrite:
-    kind: str  # "commit" | "sync" | "delete-offsets" | "delete-groups" | "group" | "expire"
+    kind: str  # "commit" | "txn-commit" | "sync" | "delete-offsets" | "delete-groups" | "group" | "expire"
     token: int | None
     group_id: str
     generation: int
     offsets: tuple[tuple[tuple[str, int], OffsetEntry | None], ...] = ()
     group_ids: tuple[str, ...] = ()
+    producer_id: int = -1  # "txn-commit": whose transaction the offsets belong to
 
 
 def transition(group: Group, target: GroupState, now_ms: int) -> None:

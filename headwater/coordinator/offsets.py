@@ -7,7 +7,8 @@ A commit is answered once its records are committed; only then is it visible to 
 Generation -1 commits are accepted for an Empty group (simple groups, admin tools). Offsets of an
 Empty group expire ``offsets.retention.minutes`` after it became Empty (for a group with no protocol
 type: after each commit), and the group with them. A Stable consumer group's offsets of topics none
-of its members subscribes to expire that long after their commit.
+of its members subscribes to expire that long after their commit. A group with transactional
+offsets pending is not removed with its expired ones (``txn_offsets.py`` has those).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from headwater.coordinator import events as ev
+from headwater.coordinator import txn_offsets
 from headwater.coordinator.group import Group, GroupState, OffsetEntry, PartitionLoad, PendingWrite
 from headwater.coordinator.records import (
     GroupKey,
@@ -85,10 +87,15 @@ def fetch(c: GroupCoordinator, e: ev.OffsetFetch) -> ev.OffsetFetchResult:
     group = c.groups.get(e.group_id)
     offsets = group.offsets if group is not None else {}
     wanted = sorted(offsets) if e.partitions is None else list(e.partitions)
+    # require_stable: a partition whose offset may still change answers UNSTABLE_OFFSET_COMMIT, per
+    # partition (Kafka's getOffsets); the consumer retries until the transaction is over.
+    unstable = txn_offsets.unstable_partitions(c, group) if e.require_stable and group is not None else set()
     out = []
     for tp in wanted:
         entry = offsets.get(tp)
-        if entry is None:
+        if tp in unstable:
+            out.append(ev.FetchedOffset(tp[0], tp[1], -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+        elif entry is None:
             out.append(ev.FetchedOffset(tp[0], tp[1], -1, -1, ""))
         else:
             out.append(ev.FetchedOffset(tp[0], tp[1], entry.offset, entry.leader_epoch, entry.metadata))
@@ -117,6 +124,7 @@ def delete_offsets(c: GroupCoordinator, e: ev.OffsetDelete, now_ms: int) -> None
         if (topic, partition) in group.offsets:
             records.append((encode_offset_key(OffsetKey(group.group_id, topic, partition)), None))
             entries.append(((topic, partition), None))
+    txn_offsets.drop_pending(group, {(t, p) for t, p, code in results if code == ErrorCode.NONE})
     if not records:
         return c._reply(e.token, ev.PartitionResults(ErrorCode.NONE, tuple(results)))
     c._append(group, records, PendingWrite("delete-offsets", e.token, group.group_id, group.generation,
@@ -148,7 +156,7 @@ def expire_offsets(c: GroupCoordinator, now_ms: int) -> None:
             continue
         records: list[tuple[bytes, bytes | None]] = [
             (encode_offset_key(OffsetKey(group.group_id, t, p)), None) for t, p in sorted(expired)]
-        if group.state == S.EMPTY and len(expired) == len(group.offsets):
+        if group.state == S.EMPTY and len(expired) == len(group.offsets) and not group.txn_offsets:
             # Nothing left: the group goes too (it turns Dead once the tombstones are committed).
             records.append((encode_group_key(GroupKey(group.group_id)), None))
         c._append(group, records, PendingWrite("expire", None, group.group_id, group.generation,

@@ -64,6 +64,14 @@ from kafka.protocol.admin.groups import (
     ListGroupsResponse,
 )
 from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -95,6 +103,18 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+)
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -140,6 +160,7 @@ class ApiKey(IntEnum):
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
     DELETE_RECORDS = 21
+    TXN_OFFSET_COMMIT = 28
     OFFSET_FOR_LEADER_EPOCH = 23
     INIT_PRODUCER_ID = 22
     API_VERSIONS = 18
@@ -167,6 +188,13 @@ class ApiKey(IntEnum):
     ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -225,9 +253,21 @@ API_SPECS: dict[int, ApiSpec] = {
         _spec(ApiKey.OFFSET_COMMIT, 2, 9, OffsetCommitRequest, OffsetCommitResponse),
         _spec(ApiKey.OFFSET_FETCH, 1, 9, OffsetFetchRequest, OffsetFetchResponse),
         _spec(ApiKey.OFFSET_DELETE, 0, 0, OffsetDeleteRequest, OffsetDeleteResponse),
+        # v3 adds the group membership fields; v4 only lets the broker answer TRANSACTION_ABORTABLE
+        # (which we never send), so v0-v4, as Kafka 3.9; v5 is KIP-890's transactions v2.
+        _spec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, TxnOffsetCommitRequest, TxnOffsetCommitResponse),
         _spec(ApiKey.LIST_GROUPS, 0, 5, ListGroupsRequest, ListGroupsResponse),
         _spec(ApiKey.DESCRIBE_GROUPS, 0, 5, DescribeGroupsRequest, DescribeGroupsResponse),
         _spec(ApiKey.DELETE_GROUPS, 0, 2, DeleteGroupsRequest, DeleteGroupsResponse),
+        # Transactions (KIP-98), at Kafka 3.9's ranges. AddPartitionsToTxn v4+ is the brokers' batched
+        # form (KIP-890 verification); AddOffsetsToTxn and EndTxn v4 only allow TRANSACTION_ABORTABLE.
+        _spec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+        _spec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+        _spec(ApiKey.END_TXN, 0, 4, EndTxnRequest, EndTxnResponse),
+        _spec(ApiKey.WRITE_TXN_MARKERS, 1, 1, WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+        _spec(ApiKey.DESCRIBE_PRODUCERS, 0, 0, DescribeProducersRequest, DescribeProducersResponse),
+        _spec(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, DescribeTransactionsRequest, DescribeTransactionsResponse),
+        _spec(ApiKey.LIST_TRANSACTIONS, 0, 1, ListTransactionsRequest, ListTransactionsResponse),
         _spec(ApiKey.DESCRIBE_ACLS, 0, 3, DescribeAclsRequest, DescribeAclsResponse),
         _spec(ApiKey.CREATE_ACLS, 0, 3, CreateAclsRequest, CreateAclsResponse),
         _spec(ApiKey.DELETE_ACLS, 0, 3, DeleteAclsRequest, DeleteAclsResponse),

@@ -30,6 +30,7 @@ _PARTITION_FIXED = struct.Struct(">ihqq")  # index, error, high watermark, last 
 _I64 = struct.Struct(">q")
 _TAG_EPOCH_END = struct.Struct(">iq")
 _TAG_LEADER = struct.Struct(">ii")
+_ABORTED_ENTRY = struct.Struct(">qq")  # producer id, first offset
 
 MIN_VERSION = 4
 MAX_VERSION = 17  # v17 changes only the request (a follower's directory id, KIP-853)
@@ -64,6 +65,9 @@ class FetchPartitionData:
     preferred_read_replica: int = -1
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): tag 0, v12+
     current_leader: tuple[int, int] | None = None  # (leader id, leader epoch): tag 1, v12+
+    # (producer id, first offset) of each aborted transaction in the records, for a read_committed
+    # fetch; None (written as a null array) for a read_uncommitted one, as Kafka answers.
+    aborted_transactions: Sequence[tuple[int, int]] | None = None
 
 
 @dataclass(slots=True)
@@ -142,7 +146,15 @@ def encode_fetch_response(
             )
             if version >= 5:
                 head += _I64.pack(p.log_start_offset)
-            head += b"\x00" if flexible else _I32.pack(-1)  # aborted transactions: null (no transactions)
+            aborted = p.aborted_transactions
+            if aborted is None:
+                head += b"\x00" if flexible else _I32.pack(-1)
+            else:
+                head += _array_len(len(aborted), flexible)
+                for producer_id, first_offset in aborted:
+                    head += _ABORTED_ENTRY.pack(producer_id, first_offset)
+                    if flexible:
+                        head += b"\x00"
             if version >= 11:
                 head += _I32.pack(p.preferred_read_replica)
             size = sum(r.length for r in p.records)

@@ -45,8 +45,10 @@ from headwater.server.connection import (
 )
 from headwater.server.context import ANONYMOUS_USER
 from headwater.server.groups import CLIENT_HOST, GroupShell
+from headwater.server.producer_ids import ProducerIds
 from headwater.server.replica_manager import Hosted, ReplicaManager
 from headwater.server.topic_creation import TopicCreator
+from headwater.server.transactions import TxnShell
 from headwater.server.user_configs import UserConfigs
 from headwater.server.zk_authority import ZkAuthority
 from headwater.storage import LogConfig, LogManager
@@ -105,9 +107,12 @@ class Broker:
         self._dir_failures: asyncio.Task[None] | None = None
         self.topic_creator = TopicCreator(self)
         self.groups = GroupShell(self)
+        self.producer_ids = ProducerIds(self.authority.producer_id_block)
+        self.transactions = TxnShell(self)
         self._handlers: dict[int, Callable[[Request], Any]] = {}
         for family in (MetadataApis(self), ProduceApis(self), self._fetch, OffsetApis(self), TopicApis(self),
                        self._configs, QuotaApis(self), LogDirApis(self), SecurityApis(self), self.groups,
+                       self.transactions,
                        self.authority):
             for key, handler in family.handlers().items():
                 if key in self._handlers:
@@ -174,6 +179,7 @@ class Broker:
         await self.authority.open_logs()
         self.replicas.start()
         self.groups.start()
+        self.transactions.start()
         for listener in self.config.listeners:
             server = await loop.create_server(
                 serve_connection_factory(self._handle_frame, self.config.socket_request_max_bytes, self._connections,
@@ -271,6 +277,7 @@ class Broker:
         self._stopping.set()
         await self._housekeeping_task
         await self.cleaner.stop()
+        await self.transactions.stop()
         await self.groups.stop()
         await self.replicas.stop()
         for server in self._servers:

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from headwater.server.config import BrokerConfig
     from headwater.server.connection import ConnectionQuotas
     from headwater.server.groups import GroupShell
+    from headwater.server.producer_ids import ProducerIds
     from headwater.server.replica_manager import Hosted, ReplicaManager
     from headwater.server.topic_creation import TopicCreator
+    from headwater.server.transactions import TxnShell
     from headwater.server.user_configs import UserConfigs
     from headwater.storage import LogConfig, LogManager
 
@@ -45,6 +47,8 @@ class BrokerContext(Protocol):
     authority: MetadataAuthority
     topic_creator: TopicCreator
     groups: GroupShell
+    transactions: TxnShell
+    producer_ids: ProducerIds
     connection_quotas: ConnectionQuotas
 
     @property

@@ -4,11 +4,13 @@ Every decision goes through :class:`~headwater.server.authz.Authz`, so a refusal
 request and its audit line names the resource and the operation. The rules (Kafka's ``KafkaApis``):
 
 - FindCoordinator: DESCRIBE on the GROUP (key type 0) or the TRANSACTIONAL_ID (key type 1), per key.
+- TxnOffsetCommit: WRITE on the TRANSACTIONAL_ID first (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on
+  every partition), then READ on the GROUP and on each topic, as OffsetCommit.
 - JoinGroup, SyncGroup, Heartbeat, LeaveGroup: READ on the GROUP; OffsetCommit READ, OffsetFetch
   DESCRIBE, OffsetDelete DELETE on the GROUP; DescribeGroups DESCRIBE and DeleteGroups DELETE on
   each group named (:data:`~headwater.server.authz.GROUP_OPERATIONS`).
 - Then, for the APIs that name topics (:data:`~headwater.server.authz.GROUP_TOPIC_OPERATIONS`):
-  OffsetCommit and OffsetDelete READ, OffsetFetch DESCRIBE on each topic; the partitions of a
+  OffsetCommit, TxnOffsetCommit and OffsetDelete READ, OffsetFetch DESCRIBE on each topic; the partitions of a
   refused topic are answered with TOPIC_AUTHORIZATION_FAILED and only the others reach the
   coordinator. An OffsetFetch of "all topics" leaves the topics the principal may not DESCRIBE
   out of the answer, silently (no refusal is noted: nothing was asked for by name).
@@ -54,6 +56,11 @@ class GroupAcl:
             allowed = self.authz.allowed(self.req, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
             return ErrorCode.NONE if allowed else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return ErrorCode.NONE
+
+    def transactional_id_error(self, transactional_id: str) -> ErrorCode:
+        """TxnOffsetCommit's first check: WRITE on the TRANSACTIONAL_ID (it implies the producer id's)."""
+        allowed = self.authz.allowed(self.req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+        return ErrorCode.NONE if allowed else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
     def split_groups(self, group_ids: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(allowed, refused) group ids, each in request order (DescribeGroups, DeleteGroups)."""

@@ -2,17 +2,21 @@
 
 ``headwater/coordinator`` decides; this module
 
-* turns JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete,
-  ListGroups, DescribeGroups and DeleteGroups requests into events and the coordinator's results
-  into responses of the request's version (a request waits for its token's reply);
+* turns JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch,
+  OffsetDelete, ListGroups, DescribeGroups and DeleteGroups requests into events and the
+  coordinator's results into responses of the request's version (a request waits for its token's reply);
 * answers FindCoordinator: the leader of the group's ``__consumer_offsets`` partition, creating
   the topic on first use through the topic-creation path every CreateTopics takes (the controller
   in a cluster, the local image in a standalone broker);
-* appends the coordinator's records as the leader of that partition with acks=all, and reports
-  back once they are committed (below the high watermark) or failed;
+* appends the coordinator's records as the leader of that partition with acks=all (a
+  TxnOffsetCommit's as a transactional batch of its producer), and reports back once they are
+  committed (below the high watermark) or failed;
 * loads a partition's groups and offsets when this broker becomes its leader (the coordinator
-  answers COORDINATOR_LOAD_IN_PROGRESS meanwhile) and unloads them when it stops being leader
-  (NOT_COORDINATOR, so clients look again);
+  answers COORDINATOR_LOAD_IN_PROGRESS meanwhile), with each record's transaction and the
+  transaction markers, and unloads them when it stops being leader (NOT_COORDINATOR, so clients
+  look again);
+* tells the coordinator when a transaction marker is committed in one of its partitions
+  (:meth:`GroupShell.on_txn_marker`, called by the WriteTxnMarkers handler);
 * ticks the coordinator's clock for session and rebalance timeouts and offset retention;
 * checks every request against the authorizer first (:mod:`headwater.server.group_acl`): a refused
   request, group or topic never reaches the coordinator, so it changes nothing.
@@ -31,17 +35,18 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.util import decode_varint
 
-from headwater.controller import quota
 from headwater.coordinator import events as ev
 from headwater.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
 from headwater.coordinator.records import OFFSETS_TOPIC, partition_for
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
-from headwater.records import iter_batches
+from headwater.records import CorruptRecordError, iter_batches
 from headwater.server.clock import now_ms
-from headwater.server.connection import current_connection
+from headwater.server.coordinator_lookup import NO_NODE, Found, coordinator_endpoint, create_internal_topic
 from headwater.server.group_acl import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, GroupAcl, merge_results
+from headwater.storage.producers import AppendOrigin
 
 if TYPE_CHECKING:
     from headwater.server.context import BrokerContext
@@ -56,23 +61,57 @@ LOAD_READ_BYTES = 4 * 1024 * 1024
 CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
 
 
-def build_batch(records: tuple[tuple[bytes, bytes | None], ...], now_ms: int) -> bytearray:
-    """One uncompressed RecordBatch v2 of the records (offsets from 0; the log assigns the real ones)."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
+CONTROL_COMMIT = 1  # a control record's type (its key: version int16, type int16); 0 is ABORT
+
+
+def build_batch(records: tuple[tuple[bytes, bytes | None], ...], now_ms: int, *, producer_id: int = -1,
+                producer_epoch: int = -1, transactional: bool = False) -> bytearray:
+    """One uncompressed RecordBatch v2 of the records (offsets from 0; the log assigns the real ones).
+
+    A transactional one carries its producer's id and epoch and no sequence, as Kafka's coordinator
+    writes a TxnOffsetCommit (it is no idempotent produce: nothing to deduplicate)."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                                        batch_size=2**31 - 1)
     for i, (key, value) in enumerate(records):
         builder.append(i, timestamp=now_ms, key=key, value=value, headers=[])
     return bytearray(builder.build())
 
 
-def read_records(buf: bytes) -> Iterator[tuple[bytes, bytes | None]]:
-    """(key, value) of every keyed record of the batches in ``buf``."""
+def control_type(batch: bytes) -> int:
+    """The type of the (first) record of a control batch that has one.
+
+    Read from the key ourselves: kafka-python's ControlRecord accepts only a 4-byte key, while Kafka
+    reads the type of any key version (ControlRecordType.parse), and refuses a shorter key. Control
+    batches are never compressed."""
+    pos = DefaultRecordBatch.HEADER_STRUCT.size
+    try:
+        _length, pos = decode_varint(batch, pos)
+        pos += 1  # attributes
+        _timestamp_delta, pos = decode_varint(batch, pos)
+        _offset_delta, pos = decode_varint(batch, pos)
+        key_length, pos = decode_varint(batch, pos)
+    except IndexError:
+        raise CorruptRecordError("a control batch ends inside its record") from None
+    if key_length < 4 or pos + key_length > len(batch):
+        raise CorruptRecordError(f"a control record key of {key_length} bytes")
+    return int.from_bytes(batch[pos + 2:pos + 4], "big", signed=True)
+
+
+def read_records(buf: bytes) -> Iterator[ev.LoadedRecord]:
+    """The keyed records of the batches in ``buf``, in log order: (key, value) from a plain batch,
+    LoadedTxnRecord from a transactional one, and LoadedTxnMarker for a control batch."""
     for pos, header in iter_batches(buf, verify_crc=False):
+        batch = bytes(buf[pos:pos + header.size])
         if header.is_control:
+            if header.record_count > 0:  # an empty control batch says nothing (Kafka skips it too)
+                yield ev.LoadedTxnMarker(header.producer_id, control_type(batch) == CONTROL_COMMIT)
             continue
-        for record in DefaultRecordBatch(bytes(buf[pos:pos + header.size])):
-            if record.key is not None:
-                yield bytes(record.key), None if record.value is None else bytes(record.value)
+        for record in DefaultRecordBatch(batch):
+            if record.key is None:
+                continue
+            key, value = bytes(record.key), None if record.value is None else bytes(record.value)
+            yield ev.LoadedTxnRecord(header.producer_id, key, value) if header.is_transactional else (key, value)
 
 
 class GroupShell:
@@ -97,6 +136,7 @@ class GroupShell:
             ApiKey.HEARTBEAT: self.heartbeat,
             ApiKey.LEAVE_GROUP: self.leave_group,
             ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
             ApiKey.OFFSET_DELETE: self.offset_delete,
             ApiKey.LIST_GROUPS: self.list_groups,
@@ -163,8 +203,9 @@ class GroupShell:
         wait: asyncio.Future[ErrorCode] | None = None
         try:
             hosted = self.broker.replicas.leader(OFFSETS_TOPIC, append.partition)
-            _base, wait = self.broker.replicas.append(hosted, build_batch(append.records, now_ms()), -1,
-                                                      WRITE_TIMEOUT_MS)
+            batch = build_batch(append.records, now_ms(), producer_id=append.producer_id,
+                                producer_epoch=append.producer_epoch, transactional=append.transactional)
+            _base, wait = self.broker.replicas.append(hosted, batch, -1, WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR)
         except KafkaError as exc:
             self._apply(self.core.handle(ev.AppendDone(append.write_id, exc.code), now_ms()))
             return
@@ -195,7 +236,7 @@ class GroupShell:
     async def _load(self, partition: int, generation: int) -> None:
         self._apply(self.core.handle(ev.LoadStarted(partition, generation), now_ms()))
         started = time.monotonic()
-        records: list[tuple[bytes, bytes | None]] = []
+        records: list[ev.LoadedRecord] = []
         hosted = self.broker.replicas.hosted(OFFSETS_TOPIC, partition)
         try:
             if hosted is None:
@@ -212,13 +253,21 @@ class GroupShell:
                 await asyncio.sleep(0)  # a big partition must not stall every client of this broker
                 if self._led.get(partition) != generation:
                     return  # leadership moved on while we read
-        except KafkaError as exc:
+        except (KafkaError, CorruptRecordError) as exc:
             log.warning("loading %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
             return
         out = self.core.handle(ev.LoadFinished(partition, generation, tuple(records)), now_ms())
         self._apply(out)
         log.info("loaded %d groups from %s-%d (%d records) in %.0f ms", out.loaded_groups, OFFSETS_TOPIC, partition,
                  len(records), (time.monotonic() - started) * 1000)
+
+    def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT (``commit``) or ABORT marker of ``producer_id`` was appended to
+        ``__consumer_offsets-<partition>`` and is committed: that producer's pending transactional
+        offsets in the partition's groups become visible, or are dropped (Kafka's
+        onTransactionCompleted). A partition this broker does not lead ignores it; one still
+        loading applies it once loaded."""
+        self._apply(self.core.handle(ev.TxnCompleted(partition, producer_id, commit), now_ms()))
 
     # --- FindCoordinator ------------------------------------------------------------------------------------
 
@@ -244,33 +293,15 @@ class GroupShell:
             C(key=k, node_id=n[0], host=n[1], port=n[2], error_code=c, error_message=m) for k, (c, m, n) in zip(keys, found,
                                                                                                             strict=True)])
 
-    async def _coordinator_for(self, key: str, key_type: int) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
-        none = (-1, "", -1)
+    async def _coordinator_for(self, key: str, key_type: int) -> Found:
         if key_type == KEY_TYPE_TRANSACTION:
-            # No transaction coordinator runs here: the coordinator is not available, which is what
-            # it is (an authorization code would send operators to their ACLs).
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "this cluster has no transaction coordinator", none
+            return await self.broker.transactions.coordinator_for(key)
         if key_type != KEY_TYPE_GROUP:
-            return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", none
+            return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", NO_NODE
         if not key:
-            return ErrorCode.INVALID_GROUP_ID, "the group id is empty", none
-        topic = self.broker.image.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            await self._create_offsets_topic()
-            topic = self.broker.image.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic is being created", none
-        state = topic.partitions.get(partition_for(key, self.config.num_partitions))
-        leader = self.broker.image.brokers.get(state.leader) if state is not None else None
-        if leader is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader", none
-        # The coordinator at the endpoint of the listener this client came in on, as Metadata answers:
-        # a SASL_SSL client sent to the PLAINTEXT port could never reach it.
-        conn = current_connection.get()
-        address = leader.address(conn.listener if conn is not None else None)
-        if address is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator has no endpoint on this listener", none
-        return ErrorCode.NONE, None, (leader.broker_id, *address)
+            return ErrorCode.INVALID_GROUP_ID, "the group id is empty", NO_NODE
+        return await coordinator_endpoint(self.broker, OFFSETS_TOPIC, partition_for(key, self.config.num_partitions),
+                                          self._create_offsets_topic)
 
     def offsets_topic_spec(self) -> tuple[int, int, dict[str, str]]:
         """(partitions, replication factor, configs) of ``__consumer_offsets``: offsets.topic.* with the
@@ -279,15 +310,7 @@ class GroupShell:
         return self.config.num_partitions, rf, {"cleanup.policy": "compact"}
 
     async def _create_offsets_topic(self) -> None:
-        if OFFSETS_TOPIC in self.broker.image.topics:
-            return
-        partitions, rf, configs = self.offsets_topic_spec()
-        rq = quota.RequestQuota(self.broker.quotas, "", "", False, now_ms())
-        code = await self.broker.topic_creator.create(OFFSETS_TOPIC, partitions, rf, configs, rq)
-        if code == ErrorCode.NONE:
-            log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, partitions, rf)
-        elif code != ErrorCode.TOPIC_ALREADY_EXISTS:
-            log.info("could not create %s yet: %s", OFFSETS_TOPIC, code.name)
+        await create_internal_topic(self.broker, OFFSETS_TOPIC, self.offsets_topic_spec(), log.info)
 
     # --- group membership ---------------------------------------------------------------------------------------
 
@@ -362,7 +385,8 @@ class GroupShell:
             ev.CommittedOffset(t.name, p.partition_index, p.committed_offset,
                                p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
             for t in b.topics for p in t.partitions)
-        result = await self._commit(req, offsets)
+        result = await self._commit(req, offsets, lambda tok, kept: ev.OffsetCommit(
+            tok, b.group_id, b.generation_id_or_member_epoch, b.member_id, b.group_instance_id if v >= 7 else None, kept))
         T = req.spec.response.OffsetCommitResponseTopic
         P = T.OffsetCommitResponsePartition
         by_topic: dict[str, list[Any]] = {}
@@ -370,9 +394,36 @@ class GroupShell:
             by_topic.setdefault(topic, []).append(P(partition_index=partition, error_code=code))
         return req.response(throttle_time_ms=0, topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()])
 
-    async def _commit(self, req: Request, offsets: tuple[ev.CommittedOffset, ...]) -> ev.PartitionResults:
+    async def txn_offset_commit(self, req: Request) -> Any:
         b = req.body
         v = req.version
+        offsets = tuple(
+            ev.CommittedOffset(t.name, p.partition_index, p.committed_offset,
+                               p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
+            for t in b.topics for p in t.partitions)
+        # TRANSACTIONAL_ID WRITE first, then the group and the topics (KafkaApis.handleTxnOffsetCommitRequest).
+        refused = self._acl(req).transactional_id_error(b.transactional_id)
+        if refused != ErrorCode.NONE:
+            result = ev.PartitionResults(refused, tuple((o.topic, o.partition, refused) for o in offsets))
+        else:
+            result = await self._commit(req, offsets, lambda tok, kept: ev.TxnOffsetCommit(
+                tok, b.group_id, b.producer_id, b.producer_epoch, b.generation_id if v >= 3 else -1,
+                b.member_id if v >= 3 else "", b.group_instance_id if v >= 3 else None, kept))
+        T = req.spec.response.TxnOffsetCommitResponseTopic
+        P = T.TxnOffsetCommitResponsePartition
+        by_topic: dict[str, list[Any]] = {}
+        for topic, partition, code in result.partitions:
+            if v < 2 and code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                # Producers before 2.0 fail on a loading coordinator (KAFKA-7296) but retry this one.
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            by_topic.setdefault(topic, []).append(P(partition_index=partition, error_code=code))
+        return req.response(throttle_time_ms=0, topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()])
+
+    async def _commit(self, req: Request, offsets: tuple[ev.CommittedOffset, ...],
+                      make: Callable[[int, tuple[ev.CommittedOffset, ...]], ev.Event]) -> ev.PartitionResults:
+        """OffsetCommit's and TxnOffsetCommit's checks before the coordinator: the group, the topics,
+        the partitions this broker knows; ``make`` builds the event of what is left."""
+        b = req.body
         acl = self._acl(req)
         requested = [(o.topic, o.partition) for o in offsets]
         refused_group = acl.group_error(b.group_id)
@@ -388,23 +439,22 @@ class GroupShell:
         if not kept:  # nothing left to commit: the coordinator (and the group) is not touched
             return ev.PartitionResults(ErrorCode.NONE, merge_results(requested, refused,
                                                                      ErrorCode.TOPIC_AUTHORIZATION_FAILED, unknown_results))
-        result: ev.PartitionResults = await self._ask(lambda tok: ev.OffsetCommit(
-            tok, b.group_id, b.generation_id_or_member_epoch, b.member_id, b.group_instance_id if v >= 7 else None,
-            tuple(o for o in offsets if (o.topic, o.partition) in kept)))
+        result: ev.PartitionResults = await self._ask(lambda tok: make(
+            tok, tuple(o for o in offsets if (o.topic, o.partition) in kept)))
         return ev.PartitionResults(result.error, merge_results(requested, refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                                                result.partitions + unknown_results))
 
-    async def _fetch(self, acl: GroupAcl, group_id: str,
-                     partitions: tuple[tuple[str, int], ...] | None) -> ev.OffsetFetchResult:
+    async def _fetch(self, acl: GroupAcl, group_id: str, partitions: tuple[tuple[str, int], ...] | None,
+                     require_stable: bool) -> ev.OffsetFetchResult:
         refused_group = acl.group_error(group_id)
         if refused_group != ErrorCode.NONE:
             return ev.OffsetFetchResult(refused_group)
         if partitions is None:
-            result: ev.OffsetFetchResult = await self._ask(_offset_fetch(group_id, None))
+            result: ev.OffsetFetchResult = await self._ask(_offset_fetch(group_id, None, require_stable))
             visible = acl.describable_topics(o.topic for o in result.offsets)
             return ev.OffsetFetchResult(result.error, tuple(o for o in result.offsets if o.topic in visible))
         allowed, refused = acl.split_partitions(partitions)
-        result = await self._ask(_offset_fetch(group_id, allowed))
+        result = await self._ask(_offset_fetch(group_id, allowed, require_stable))
         if result.error != ErrorCode.NONE:
             return result
         # Refused topics' partitions answer TOPIC_AUTHORIZATION_FAILED; all in the request's order.
@@ -428,9 +478,10 @@ class GroupShell:
             wanted = [(b.group_id, None if b.topics is None else tuple((t.name, p) for t in b.topics
                                                                         for p in t.partition_indexes))]
         acl = self._acl(req)
+        require_stable = v >= 7 and bool(b.require_stable)
         results: list[ev.OffsetFetchResult] = []
         for group_id, partitions in wanted:
-            results.append(await self._fetch(acl, group_id, partitions))
+            results.append(await self._fetch(acl, group_id, partitions, require_stable))
         if v >= 8:
             G = req.spec.response.OffsetFetchResponseGroup
             T = G.OffsetFetchResponseTopics
@@ -551,5 +602,6 @@ class GroupShell:
                                                          sorted(results, key=lambda r: order.get(r[0], len(order)))])
 
 
-def _offset_fetch(group_id: str, partitions: tuple[tuple[str, int], ...] | None) -> Callable[[int], ev.Event]:
-    return lambda token: ev.OffsetFetch(token, group_id, partitions)
+def _offset_fetch(group_id: str, partitions: tuple[tuple[str, int], ...] | None,
+                  require_stable: bool) -> Callable[[int], ev.Event]:
+    return lambda token: ev.OffsetFetch(token, group_id, partitions, require_stable)

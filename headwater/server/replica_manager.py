@@ -49,7 +49,7 @@ from headwater.server.log_dir_mover import LogDirMover
 from headwater.server.replica_fetcher import FETCH_PARTITION_MAX_BYTES, ReplicaFetchers
 from headwater.storage import AppendResult, LogConfig, LogManager, PartitionLog
 from headwater.storage.manager import future_dir_name
-from headwater.storage.producers import SequenceGapError
+from headwater.storage.producers import AppendOrigin, SequenceGapError
 
 log = logging.getLogger(__name__)
 
@@ -427,8 +427,8 @@ class ReplicaManager:
     def hosted(self, topic: str, partition: int) -> Hosted | None:
         return self.partitions.get((topic, partition))
 
-    def append(self, hosted: Hosted, records: bytearray, acks: int,
-               timeout_ms: int) -> tuple[AppendResult, asyncio.Future[ErrorCode] | None]:
+    def append(self, hosted: Hosted, records: bytearray, acks: int, timeout_ms: int,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[AppendResult, asyncio.Future[ErrorCode] | None]:
         """Append as leader; return what was appended and, when the answer must wait, a future of
         the final error: for acks=all, until the high watermark covers the batch; and, when the
         topic's flush.messages is reached, until the fsync is done (Kafka's UnifiedLog.append
@@ -439,7 +439,8 @@ class ReplicaManager:
             raise KafkaError(error)
         now = now_ms()
         try:
-            result = plog.append_as_leader(records, replica.leader_epoch, now, max_batch_bytes=hosted.max_message_bytes)
+            result = plog.append_as_leader(records, replica.leader_epoch, now, max_batch_bytes=hosted.max_message_bytes,
+                                           origin=origin)
         except SequenceGapError as gap:
             raise self._sequence_gap(replica, gap, now) from None
         update = replica.on_local_append(plog.log_end_offset, now)

@@ -223,7 +223,7 @@ class FetchApis:
                         )
                         data.error_code = decision.error
                         data.high_watermark = decision.high_watermark
-                        data.last_stable_offset = decision.high_watermark
+                        data.last_stable_offset = hosted.plog.last_stable_offset
                         data.log_start_offset = decision.log_start_offset
                         if decision.diverging_epoch is not None:
                             data.diverging_epoch = (decision.diverging_epoch.epoch, decision.diverging_epoch.end_offset)
@@ -240,16 +240,24 @@ class FetchApis:
                         plog = hosted.plog
                         # A follower's is the high watermark the leader last told it: it serves up to that.
                         hw = plog.high_watermark
+                        lso = plog.last_stable_offset
                         data.high_watermark = hw
-                        data.last_stable_offset = hw
+                        data.last_stable_offset = lso
                         data.log_start_offset = plog.log_start_offset
                         preferred = self._preferred_read_replica(req, hosted, fp.fetch_offset)
                         if preferred is not None:
                             # Read elsewhere: no records here (ReplicaManager.readFromLog skips the read).
                             data.preferred_read_replica = preferred
                         else:
-                            result = plog.read(fp.fetch_offset, limit, max_offset=hw, min_one_batch=total == 0)
+                            # read_committed reads up to the last stable offset, with the aborted
+                            # transactions its records hold (UnifiedLog.read with FetchTxnCommitted).
+                            committed = body.isolation_level == READ_COMMITTED
+                            result = plog.read(fp.fetch_offset, limit, max_offset=lso if committed else hw,
+                                               min_one_batch=total == 0)
                             data.records = result.slices
+                            if committed:
+                                data.aborted_transactions = plog.collect_aborted(fp.fetch_offset, lso) \
+                                    if result.slices else ()
                             total += result.size_bytes
                             consumer_bytes += result.size_bytes
                 except KafkaError as exc:
@@ -318,6 +326,8 @@ def _settle(fut: asyncio.Future[bool], woken: bool) -> None:
     if not fut.done():
         fut.set_result(woken)
 
+
+READ_COMMITTED = 1  # a Fetch's isolation level
 
 SESSION_VERSIONS = (7, 12)
 """Fetch versions whose followers get sessions: with topic names (v13+ names topics by id)."""

@@ -13,6 +13,7 @@ from headwater.server.context import BrokerContext
 
 # ListOffsets special timestamps
 LATEST_TIMESTAMP = -1
+READ_COMMITTED = 1  # a ListOffsets' isolation level (v2+)
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405
@@ -57,9 +58,16 @@ class OffsetApis:
                     hosted = self.ctx.leader(t.name, p.partition_index, p.current_leader_epoch if req.version >= 4 else -1)
                     plog = hosted.plog
                     epoch = hosted.replica.leader_epoch
+                    # Partition.fetchOffsetForTimestamp: a follower resetting its fetch position may read to
+                    # the log end, a read_committed consumer to the last stable offset, others to the high watermark.
+                    if req.body.replica_id >= 0:
+                        fetchable = plog.log_end_offset
+                    elif req.version >= 2 and req.body.isolation_level == READ_COMMITTED:
+                        fetchable = plog.last_stable_offset
+                    else:
+                        fetchable = plog.high_watermark
                     if p.timestamp == LATEST_TIMESTAMP:
-                        # A follower resetting its fetch position needs the log end, a consumer the high watermark.
-                        offset = plog.log_end_offset if req.body.replica_id >= 0 else plog.high_watermark
+                        offset = fetchable
                     elif p.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                         offset = plog.log_start_offset  # without tiered storage the local log is the whole log
                     elif p.timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
@@ -68,7 +76,7 @@ class OffsetApis:
                         offset, ts = plog.max_timestamp_offset()
                     else:
                         found = plog.offset_for_timestamp(p.timestamp)
-                        if found is not None and found[0] < plog.high_watermark:
+                        if found is not None and found[0] < fetchable:
                             offset, ts = found
                 except KafkaError as exc:
                     code = exc.code

@@ -8,7 +8,7 @@ from typing import Any
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.records import iter_batches
-from headwater.security.acl import AclOperation
+from headwater.security.acl import AclOperation, ResourceType
 from headwater.server.authority import Handler
 from headwater.server.context import BrokerContext
 
@@ -16,7 +16,6 @@ from headwater.server.context import BrokerContext
 class ProduceApis:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
-        self._producer_ids = (0, 0)  # [next, end) of the block this broker owns
 
     def handlers(self) -> dict[int, Handler]:
         return {ApiKey.PRODUCE: self.produce, ApiKey.INIT_PRODUCER_ID: self.init_producer_id}
@@ -29,6 +28,11 @@ class ProduceApis:
         part_resp_cls = topic_resp_cls.PartitionProduceResponse
         results = []
         waits: list[tuple[Any, asyncio.Future[ErrorCode]]] = []
+        # Transactional records need WRITE on the request's transactional id (KafkaApis.handleProduceRequest:
+        # every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, and nothing is written).
+        transactional_refused = _has_transactional_batches(body) and (
+            body.transactional_id is None
+            or not self.ctx.authz.allowed(req, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id))
         for topic_data in body.topic_data:
             name = topic_data.name
             parts = []
@@ -44,8 +48,8 @@ class ProduceApis:
                         raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
                     if not writable:
                         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                    if body.transactional_id is not None:
-                        raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+                    if transactional_refused:
+                        raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                     hosted = self.ctx.leader(name, pd.index)
                     records = pd.records
                     if not records:
@@ -89,9 +93,7 @@ class ProduceApis:
     async def init_producer_id(self, req: Request) -> Any:
         body = req.body
         if body.transactional_id is not None:
-            # Sent to the transaction coordinator, which this cluster does not run (see FindCoordinator).
-            return req.response(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                producer_id=-1, producer_epoch=-1)
+            return await self.ctx.transactions.init_producer_id(req)
         # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
         if not self.ctx.authz.any_topic(req, AclOperation.WRITE) and not self.ctx.authz.cluster(req, AclOperation.IDEMPOTENT_WRITE):
             return req.response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -101,13 +103,21 @@ class ProduceApis:
             epoch = body.producer_epoch + 1
             if epoch <= 32767:
                 return req.response(throttle_time_ms=0, error_code=0, producer_id=body.producer_id, producer_epoch=epoch)
-        return req.response(throttle_time_ms=0, error_code=0, producer_id=await self._next_producer_id(), producer_epoch=0)
+        return req.response(throttle_time_ms=0, error_code=0, producer_id=await self.ctx.producer_ids.next(),
+                            producer_epoch=0)
 
-    async def _next_producer_id(self) -> int:
-        nxt, end = self._producer_ids
-        if nxt >= end:
-            # Claim a whole block durably before handing out ids from it, so a restart never reuses
-            # an id: in ZooKeeper in a cluster (unique across brokers), else in the local image.
-            nxt, end = await self.ctx.authority.producer_id_block()
-        self._producer_ids = (nxt + 1, end)
-        return nxt
+
+# The low byte of a RecordBatch v2's attributes (after base offset, length, leader epoch, magic, CRC).
+_ATTRIBUTES_LOW_BYTE = 22
+_TRANSACTIONAL_BIT = 0x10
+
+
+def _has_transactional_batches(body: Any) -> bool:
+    """Whether any partition's first batch is transactional: a cheap look at one byte, since Produce
+    v3+ carries one batch per partition, and this runs on every produce."""
+    for topic_data in body.topic_data:
+        for pd in topic_data.partition_data:
+            records = pd.records
+            if records and len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT:
+                return True
+    return False

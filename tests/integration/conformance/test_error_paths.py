@@ -29,6 +29,7 @@ COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID, CLUSTER_AUTHORIZATION_FAILED = 15,
 ILLEGAL_SASL_STATE, UNSUPPORTED_VERSION, TOPIC_ALREADY_EXISTS, NOT_CONTROLLER = 34, 35, 36, 41
 INVALID_REQUEST, SECURITY_DISABLED, GROUP_ID_NOT_FOUND, RESOURCE_NOT_FOUND = 42, 54, 69, 91
 UNKNOWN_TOPIC_ID, MISMATCHED_ENDPOINT_TYPE = 100, 114
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 GROUP = "conformance-group"
 
 
@@ -146,11 +147,70 @@ def _delete_records(w: Where) -> Any:
         lambda r: r.topics[0].partitions[0].error_code, UNKNOWN_TOPIC_OR_PARTITION)
 
 
-@row(K.INIT_PRODUCER_ID)  # no transaction coordinator runs here (docs/protocol.md)
+@row(K.INIT_PRODUCER_ID)  # TransactionCoordinator.handleInitProducerId: an empty transactional id
 def _init_producer_id(w: Where) -> Any:
-    return (w.other, K.INIT_PRODUCER_ID, 5, dict(transactional_id="tx", transaction_timeout_ms=60000, producer_id=-1,
+    return (w.other, K.INIT_PRODUCER_ID, 5, dict(transactional_id="", transaction_timeout_ms=60000, producer_id=-1,
                                                  producer_epoch=-1),
-            lambda r: r.error_code, COORDINATOR_NOT_AVAILABLE)
+            lambda r: r.error_code, INVALID_REQUEST)
+
+
+# --- transactions: KafkaApis' authorization first, then the TransactionCoordinator ---------------------------
+
+@row(K.ADD_PARTITIONS_TO_TXN)  # KafkaApis.handleAddPartitionsToTxnRequest v4+: brokers only (CLUSTER_ACTION)
+def _add_partitions_to_txn(w: Where) -> Any:
+    return (w.secured, K.ADD_PARTITIONS_TO_TXN, 4, dict(transactions=[]), lambda r: r.error_code,
+            CLUSTER_AUTHORIZATION_FAILED)
+
+
+@row(K.ADD_OFFSETS_TO_TXN)  # KafkaApis.handleAddOffsetsToTxnRequest: WRITE on the transactional id
+def _add_offsets_to_txn(w: Where) -> Any:
+    return (w.secured, K.ADD_OFFSETS_TO_TXN, 4, dict(transactional_id="tx", producer_id=1, producer_epoch=0,
+                                                     group_id=GROUP), lambda r: r.error_code,
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+@row(K.END_TXN)  # KafkaApis.handleEndTxnRequest: WRITE on the transactional id
+def _end_txn(w: Where) -> Any:
+    return (w.secured, K.END_TXN, 4, dict(transactional_id="tx", producer_id=1, producer_epoch=0, committed=True),
+            lambda r: r.error_code, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+@row(K.WRITE_TXN_MARKERS)  # KafkaApis.handleWriteTxnMarkersRequest: CLUSTER_ACTION, else every partition refused
+def _write_txn_markers(w: Where) -> Any:
+    M = API_SPECS[K.WRITE_TXN_MARKERS].request.WritableTxnMarker
+    return (w.secured, K.WRITE_TXN_MARKERS, 1, dict(markers=[M(
+        producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[M.WritableTxnMarkerTopic(name=missing(), partition_indexes=[0])])]),
+        lambda r: r.markers[0].topics[0].partitions[0].error_code, CLUSTER_AUTHORIZATION_FAILED)
+
+
+@row(K.TXN_OFFSET_COMMIT)  # KafkaApis.handleTxnOffsetCommitRequest: WRITE on the transactional id
+def _txn_offset_commit(w: Where) -> Any:
+    T = API_SPECS[K.TXN_OFFSET_COMMIT].request.TxnOffsetCommitRequestTopic
+    return (w.secured, K.TXN_OFFSET_COMMIT, 4, dict(
+        transactional_id="tx", group_id=GROUP, producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
+        group_instance_id=None, topics=[T(name=missing(), partitions=[T.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None)])]),
+        lambda r: r.topics[0].partitions[0].error_code, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+@row(K.DESCRIBE_TRANSACTIONS)  # KafkaApis.handleDescribeTransactionsRequest: DESCRIBE on the transactional id
+def _describe_transactions(w: Where) -> Any:
+    return (w.secured, K.DESCRIBE_TRANSACTIONS, 0, dict(transactional_ids=["tx"]),
+            lambda r: r.transaction_states[0].error_code, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+@row(K.LIST_TRANSACTIONS)  # TransactionStateManager.listTransactionStates: an unknown state filter is listed
+def _list_transactions(w: Where) -> Any:
+    return (w.other, K.LIST_TRANSACTIONS, 1, dict(state_filters=["Bogus"], producer_id_filters=[], duration_filter=-1),
+            lambda r: r.error_code if r.unknown_state_filters == ["Bogus"] else -1, NONE)
+
+
+@row(K.DESCRIBE_PRODUCERS)  # ReplicaManager.activeProducerState: a partition the metadata does not know
+def _describe_producers(w: Where) -> Any:
+    T = API_SPECS[K.DESCRIBE_PRODUCERS].request.TopicRequest
+    return (w.other, K.DESCRIBE_PRODUCERS, 0, dict(topics=[T(name=missing(), partition_indexes=[0])]),
+            lambda r: r.topics[0].partitions[0].error_code, UNKNOWN_TOPIC_OR_PARTITION)
 
 
 # --- inter-broker: ReplicaManager and the ZK controller ---------------------------------------------------

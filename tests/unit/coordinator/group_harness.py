@@ -21,7 +21,7 @@ class Harness:
     coord: GroupCoordinator = field(init=False)
     replies: dict[int, ev.Result] = field(default_factory=dict)
     pending_appends: list[ev.Append] = field(default_factory=list)
-    log: list[tuple[bytes, bytes | None]] = field(default_factory=list)  # committed records, all partitions
+    log: list[ev.LoadedRecord] = field(default_factory=list)  # committed records, all partitions
     tokens: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     auto_commit: bool = True
 
@@ -46,7 +46,8 @@ class Harness:
         while self.pending_appends:
             a = self.pending_appends.pop(0)
             if error == ErrorCode.NONE:
-                self.log.extend(a.records)
+                self.log.extend(ev.LoadedTxnRecord(a.producer_id, k, v) if a.transactional else (k, v)
+                                for k, v in a.records)
             self.send(ev.AppendDone(a.write_id, error))
 
     def advance(self, ms: int) -> None:
@@ -93,9 +94,22 @@ class Harness:
             ev.CommittedOffset(tp[0], tp[1], o, -1, metadata) for tp, o in offsets.items())))
         return t
 
-    def fetch(self, group: str, partitions: tuple[tuple[str, int], ...] | None = None) -> ev.OffsetFetchResult:
+    def txn_commit(self, group: str, offsets: dict[tuple[str, int], int], producer_id: int = 7, epoch: int = 0,
+                   generation: int = -1, member_id: str = "", instance_id: str | None = None) -> int:
         t = self.token()
-        self.send(ev.OffsetFetch(t, group, partitions))
+        self.send(ev.TxnOffsetCommit(t, group, producer_id, epoch, generation, member_id, instance_id, tuple(
+            ev.CommittedOffset(tp[0], tp[1], o, -1, "") for tp, o in offsets.items())))
+        return t
+
+    def marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker committed in the partition: logged, and reported as the shell does."""
+        self.log.append(ev.LoadedTxnMarker(producer_id, commit))
+        self.send(ev.TxnCompleted(partition, producer_id, commit))
+
+    def fetch(self, group: str, partitions: tuple[tuple[str, int], ...] | None = None,
+              require_stable: bool = False) -> ev.OffsetFetchResult:
+        t = self.token()
+        self.send(ev.OffsetFetch(t, group, partitions, require_stable))
         r = self.reply(t)
         assert isinstance(r, ev.OffsetFetchResult)
         return r

@@ -38,6 +38,7 @@ partition_strategy = st.builds(
     preferred_read_replica=st.integers(-1, 10),
     diverging_epoch=st.none() | st.tuples(st.integers(0, 1000), st.integers(0, 2**40)),
     current_leader=st.none() | st.tuples(st.integers(0, 1000), st.integers(0, 1000)),
+    aborted_transactions=st.none() | st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)), max_size=3),
 )
 
 
@@ -76,6 +77,10 @@ def test_matches_codec(version: int, correlation_id: int, topics: list[FetchTopi
             if version >= 11:
                 assert got.preferred_read_replica == want.preferred_read_replica
             assert (got.records or b"") == b"".join(r.data for r in want.records)
+            if want.aborted_transactions is None:
+                assert got.aborted_transactions is None
+            else:
+                assert [(a.producer_id, a.first_offset) for a in got.aborted_transactions] == list(want.aborted_transactions)
             if version >= 12 and want.current_leader is not None:
                 assert (got.current_leader.leader_id, got.current_leader.leader_epoch) == want.current_leader
             if version >= 12 and want.diverging_epoch is not None:

@@ -270,17 +270,17 @@ def test_membership_and_find_coordinator_refused(broker: Broker) -> None:
     assert OFFSETS_TOPIC not in broker.image.topics  # a refused lookup does not create the offsets topic
 
 
-def test_transactional_lookups_allowed_say_the_coordinator_is_not_there(broker: Broker) -> None:
-    """With no transaction coordinator, a permitted FindCoordinator (key type 1) or InitProducerId
-    with a transactional id is COORDINATOR_NOT_AVAILABLE (15): Kafka answers it while it cannot
-    serve __transaction_state (TransactionCoordinator / KafkaApis.handleFindCoordinatorRequest), and
-    an authorization code would send operators to ACLs that are already right."""
+def test_transactional_lookups_allowed_reach_the_transaction_coordinator(broker: Broker) -> None:
+    """A permitted FindCoordinator (key type 1) finds the leader of the id's __transaction_state
+    partition, created on first use (KafkaApis.handleFindCoordinatorRequest), and a permitted
+    InitProducerId with a transactional id gets its producer id from the coordinator at epoch 0
+    (TransactionCoordinator.handleInitProducerId for a new id)."""
     resp = call(broker, broker.groups.find_coordinator, request(ApiKey.FIND_COORDINATOR, 3, "User:admin", key_type=1,
                                                                 key="tx"))
-    assert (resp.error_code, resp.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+    assert (resp.error_code, resp.node_id) == (ErrorCode.NONE, broker.config.broker_id)
     resp = call(broker, broker.handler(ApiKey.INIT_PRODUCER_ID), request(ApiKey.INIT_PRODUCER_ID, 4, "User:admin", transactional_id="tx",
                                                          transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
-    assert (resp.error_code, resp.producer_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+    assert (resp.error_code, resp.producer_epoch) == (ErrorCode.NONE, 0) and resp.producer_id >= 0
 
 
 def test_describe_list_and_delete_groups(broker: Broker) -> None:
