@@ -11,15 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 from cluster_support import LocalCluster, start_cluster
-
-# Small state and offsets topics keep start-up short; the coordinator's abort sweep runs every
-# second so a test of the transaction timeout does not wait Kafka's default 10 s.
-TXN_PROPS = {
-    "transaction.state.log.num.partitions": "5",
-    "offsets.topic.num.partitions": "5",
-    "group.initial.rebalance.delay.ms": "0",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
-}
+from txn_support import TXN_PROPS
 
 
 @pytest.fixture(scope="module")

@@ -14,43 +14,19 @@ consumer's ``isolation.level``:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from cluster_support import LocalCluster, wait_for
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from txn_support import read_values
 
 PARTITIONS = 3
 
 
 def _producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
     return Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **extra})
-
-
-def _read(bootstrap: str, topic: str, isolation: str, expected: int, partitions: int = PARTITIONS,
-          settle_s: float = 2.0, timeout_s: float = 60.0) -> dict[int, list[bytes]]:
-    """Every value of the topic from offset 0, per partition in offset order: reads until
-    ``expected`` records came and then ``settle_s`` more, so an extra record would show."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}-{isolation}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        deadline = time.monotonic() + timeout_s
-        settle_until: float | None = None
-        while time.monotonic() < deadline:
-            for m in c.consume(500, 0.2):
-                if m.error() is None:
-                    got[m.partition()].append(bytes(m.value()))
-            if sum(map(len, got.values())) >= expected:
-                settle_until = settle_until or time.monotonic() + settle_s
-                if time.monotonic() >= settle_until:
-                    break
-    finally:
-        c.close()
-    return got
 
 
 def test_commit_and_abort_interleaved_across_partitions(cluster: LocalCluster, topic_name: Callable[..., str]) -> None:
@@ -74,8 +50,8 @@ def test_commit_and_abort_interleaved_across_partitions(cluster: LocalCluster, t
         else:
             p.flush(30)  # the records are in the log before the abort, so read_uncommitted sees them
             p.abort_transaction(30)
-    assert _read(cluster.bootstrap, topic, "read_committed", 120) == committed
-    assert _read(cluster.bootstrap, topic, "read_uncommitted", 240) == everything
+    assert read_values(cluster.bootstrap, topic, "read_committed", 120) == committed
+    assert read_values(cluster.bootstrap, topic, "read_uncommitted", 240) == everything
 
 
 def test_an_open_transaction_holds_read_committed_back(cluster: LocalCluster, topic_name: Callable[..., str]) -> None:
@@ -91,10 +67,10 @@ def test_an_open_transaction_holds_read_committed_back(cluster: LocalCluster, to
     plain = Producer({"bootstrap.servers": cluster.bootstrap})
     plain.produce(topic, b"after", partition=0)
     plain.flush(30)
-    assert _read(cluster.bootstrap, topic, "read_committed", 0, 1, settle_s=3) == {0: []}
-    assert _read(cluster.bootstrap, topic, "read_uncommitted", 2, 1) == {0: [b"pending", b"after"]}
+    assert read_values(cluster.bootstrap, topic, "read_committed", 0, 1, settle_s=3) == {0: []}
+    assert read_values(cluster.bootstrap, topic, "read_uncommitted", 2, 1) == {0: [b"pending", b"after"]}
     open_txn.commit_transaction(30)
-    assert _read(cluster.bootstrap, topic, "read_committed", 2, 1) == {0: [b"pending", b"after"]}
+    assert read_values(cluster.bootstrap, topic, "read_committed", 2, 1) == {0: [b"pending", b"after"]}
 
 
 def test_offsets_commit_with_the_transaction(cluster: LocalCluster, topic_name: Callable[..., str]) -> None:
@@ -133,7 +109,7 @@ def test_offsets_commit_with_the_transaction(cluster: LocalCluster, topic_name: 
         assert consumer.committed([TopicPartition(source, 0)], 30)[0].offset == 10
     finally:
         consumer.close()
-    assert _read(cluster.bootstrap, sink, "read_committed", 10, 1) == {0: [b"IN-%d" % i for i in range(10)]}
+    assert read_values(cluster.bootstrap, sink, "read_committed", 10, 1) == {0: [b"IN-%d" % i for i in range(10)]}
 
 
 def test_a_second_producer_fences_the_first(cluster: LocalCluster, topic_name: Callable[..., str]) -> None:
@@ -154,7 +130,7 @@ def test_a_second_producer_fences_the_first(cluster: LocalCluster, topic_name: C
         first.produce(topic, b"late", partition=0)
         first.commit_transaction(30)
     assert raised.value.args[0].fatal(), raised.value
-    assert _read(cluster.bootstrap, topic, "read_committed", 1, 1) == {0: [b"live"]}
+    assert read_values(cluster.bootstrap, topic, "read_committed", 1, 1) == {0: [b"live"]}
 
 
 def test_a_timed_out_transaction_is_aborted_by_the_coordinator(cluster: LocalCluster,
@@ -171,7 +147,7 @@ def test_a_timed_out_transaction_is_aborted_by_the_coordinator(cluster: LocalClu
     plain.flush(30)
     # Kafka's coordinator aborts it after the timeout (abortTimedOutTransactions); then the last
     # stable offset passes it and read_committed sees the plain record, never the aborted one.
-    assert _read(cluster.bootstrap, topic, "read_committed", 1, 1, timeout_s=30) == {0: [b"visible"]}
+    assert read_values(cluster.bootstrap, topic, "read_committed", 1, 1, timeout_s=30) == {0: [b"visible"]}
     with pytest.raises(KafkaException):
         p.commit_transaction(30)
 
