@@ -14,6 +14,9 @@ import struct
 from dataclasses import dataclass
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+# Kafka's Topic.INTERNAL_TOPICS: Metadata marks them internal.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2

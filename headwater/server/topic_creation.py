@@ -1,5 +1,5 @@
 """Topics created on someone's behalf, from whichever broker was asked: a client's Metadata request
-with auto-creation on, and the internal topics the group coordinator needs.
+with auto-creation on, and the internal topics the group and transaction coordinators need.
 
 Kafka in ZooKeeper mode writes such a topic from the broker that received the request
 (``AutoTopicCreationManager.createTopicsInZk``). Here only the controller writes topics, so a broker
@@ -19,7 +19,7 @@ from kafka.protocol.admin import CreateTopicsRequest
 
 from headwater.controller import quota
 from headwater.controller.topics import validate_topic_name
-from headwater.coordinator.records import OFFSETS_TOPIC
+from headwater.coordinator.records import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.server.channel import ChannelError
 
@@ -52,6 +52,8 @@ class TopicCreator:
         # An internal topic named in Metadata gets its own settings, as Kafka's creatableTopic gives them.
         if name == OFFSETS_TOPIC:
             return self._broker.groups.offsets_topic_spec()
+        if name == TRANSACTION_STATE_TOPIC:
+            return self._broker.transactions.state_topic_spec()
         return -1, -1, {}
 
     async def create(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],

@@ -32,7 +32,7 @@ from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from headwater.coordinator import txn_events as tev
-from headwater.coordinator.records import OFFSETS_TOPIC, partition_for
+from headwater.coordinator.records import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, partition_for
 from headwater.coordinator.transactions import TransactionCoordinator
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TXN_TOPIC = "__transaction_state"
+TXN_TOPIC = TRANSACTION_STATE_TOPIC
 TICK_INTERVAL_S = 0.5
 WRITE_TIMEOUT_MS = 5000
 MARKER_TIMEOUT_MS = 30_000  # request.timeout.ms: how long a marker's acks=all append may take

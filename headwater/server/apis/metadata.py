@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from headwater.controller.topics import validate_topic_name
-from headwater.coordinator.records import OFFSETS_TOPIC
+from headwater.coordinator.records import INTERNAL_TOPICS
 from headwater.protocol.apis import ApiKey, Request, advertised_versions
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.security.acl import AclOperation, ResourceType
@@ -86,7 +86,7 @@ class MetadataApis:
                 # Created (or being created) by this request: no leaders yet as far as clients should
                 # know, even where this broker made them at once (KafkaApis answers the same).
                 topics.append(topic_cls(error_code=creating[name], name=name, topic_id=uuid.UUID(int=0),
-                                        is_internal=name == OFFSETS_TOPIC, partitions=[]))
+                                        is_internal=name in INTERNAL_TOPICS, partitions=[]))
                 continue
             if topic is None:
                 try:
@@ -111,7 +111,7 @@ class MetadataApis:
             extra: dict[str, Any] = {}
             if req.version >= 8 and body.include_topic_authorized_operations:
                 extra["authorized_operations"] = self.ctx.authz.authorized_operations(req, ResourceType.TOPIC, name)
-            topics.append(topic_cls(error_code=0, name=name, topic_id=topic.topic_id, is_internal=name == OFFSETS_TOPIC,
+            topics.append(topic_cls(error_code=0, name=name, topic_id=topic.topic_id, is_internal=name in INTERNAL_TOPICS,
                                     partitions=partitions, **extra))
         brokers = [
             resp_cls.MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
@@ -182,7 +182,7 @@ class MetadataApis:
             found = self.ctx.image.topics.get(t.name)
             topics.append(T(
                 error_code=t.error, name=t.name, topic_id=found.topic_id if found is not None else uuid.UUID(int=0),
-                is_internal=t.name == OFFSETS_TOPIC,
+                is_internal=t.name in INTERNAL_TOPICS,
                 # Kafka's 32-bit field of operation codes (Utils.to32BitField); the schema types it int32 here.
                 topic_authorized_operations=sum(1 << op for op in self.ctx.authz.authorized_operations(
                     req, ResourceType.TOPIC, t.name)),

@@ -188,3 +188,27 @@ def test_metadata_naming_the_offsets_topic_creates_it_as_the_coordinator_would(c
     assert len(partitions) == 50 and {len(r) for r in partitions.values()} == {3}
     configs = wait_for(lambda: cluster.zk_json("/config/topics/__consumer_offsets"), 20, "its configs")
     assert configs[0]["config"].get("cleanup.policy") == "compact"
+
+
+def test_metadata_naming_the_transaction_state_topic_creates_it_as_the_coordinator_would(
+        cluster: LocalCluster) -> None:
+    """creatableTopic gives __transaction_state transaction.state.log.num.partitions (50),
+    transaction.state.log.replication.factor (3) and TransactionStateManager's configs (compacted,
+    min.insync.replicas from transaction.state.log.min.isr, 2); Metadata marks it internal
+    (Topic.INTERNAL_TOPICS)."""
+    (broker_id, *_rest) = non_controllers(cluster)
+    bootstrap = cluster.brokers[broker_id].bootstrap
+    code, _leaders = metadata(bootstrap, "__transaction_state")
+    assert code in (LEADER_NOT_AVAILABLE, NONE)
+    found = wait_for(lambda: cluster.zk_json("/brokers/topics/__transaction_state"), 20, "the transaction state topic")
+    partitions = found[0]["partitions"]
+    assert len(partitions) == 50 and {len(r) for r in partitions.values()} == {3}
+    configs = wait_for(lambda: cluster.zk_json("/config/topics/__transaction_state"), 20, "its configs")
+    assert {k: configs[0]["config"].get(k) for k in ("cleanup.policy", "min.insync.replicas")} == {
+        "cleanup.policy": "compact", "min.insync.replicas": "2"}
+    T = MetadataRequest.MetadataRequestTopic
+    with RawConnection(bootstrap) as conn:
+        resp = conn.request(MetadataRequest(version=12, topics=[T(topic_id=None, name="__transaction_state")],
+                                            allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+                            MetadataResponse, 12)
+    assert resp.topics[0].is_internal
