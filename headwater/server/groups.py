@@ -24,44 +24,43 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import functools
 import itertools
 import logging
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from kafka.record.util import decode_varint
 
 from headwater.coordinator import events as ev
 from headwater.coordinator.coordinator import CoordinatorConfig, GroupCoordinator
 from headwater.coordinator.records import OFFSETS_TOPIC, partition_for
 from headwater.protocol.apis import ApiKey, Request
-from headwater.protocol.errors import ErrorCode, KafkaError
-from headwater.records import CorruptRecordError, iter_batches
+from headwater.protocol.errors import ErrorCode
+from headwater.records import iter_batches
+from headwater.records.records import read_control_record
 from headwater.server.clock import now_ms
-from headwater.server.coordinator_lookup import NO_NODE, Found, coordinator_endpoint, create_internal_topic
+from headwater.server.coordinator_runtime import (
+    NO_NODE,
+    CoordinatorRuntime,
+    Found,
+    coordinator_endpoint,
+    create_internal_topic,
+)
 from headwater.server.group_acl import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, GroupAcl, merge_results
-from headwater.storage.producers import AppendOrigin
 
 if TYPE_CHECKING:
     from headwater.server.context import BrokerContext
+    from headwater.server.replica_manager import Hosted
 
 log = logging.getLogger(__name__)
 
 TICK_INTERVAL_S = 0.1
-WRITE_TIMEOUT_MS = 5000
-LOAD_READ_BYTES = 4 * 1024 * 1024
 # The peer of the request being handled (each request runs in its own task, so its own context):
 # members are described with the host they joined from, as Kafka shows it ("/127.0.0.1").
 CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
-
-
-CONTROL_COMMIT = 1  # a control record's type (its key: version int16, type int16); 0 is ABORT
 
 
 def build_batch(records: tuple[tuple[bytes, bytes | None], ...], now_ms: int, *, producer_id: int = -1,
@@ -78,34 +77,17 @@ def build_batch(records: tuple[tuple[bytes, bytes | None], ...], now_ms: int, *,
     return bytearray(builder.build())
 
 
-def control_type(batch: bytes) -> int:
-    """The type of the (first) record of a control batch that has one.
-
-    Read from the key ourselves: kafka-python's ControlRecord accepts only a 4-byte key, while Kafka
-    reads the type of any key version (ControlRecordType.parse), and refuses a shorter key. Control
-    batches are never compressed."""
-    pos = DefaultRecordBatch.HEADER_STRUCT.size
-    try:
-        _length, pos = decode_varint(batch, pos)
-        pos += 1  # attributes
-        _timestamp_delta, pos = decode_varint(batch, pos)
-        _offset_delta, pos = decode_varint(batch, pos)
-        key_length, pos = decode_varint(batch, pos)
-    except IndexError:
-        raise CorruptRecordError("a control batch ends inside its record") from None
-    if key_length < 4 or pos + key_length > len(batch):
-        raise CorruptRecordError(f"a control record key of {key_length} bytes")
-    return int.from_bytes(batch[pos + 2:pos + 4], "big", signed=True)
-
-
 def read_records(buf: bytes) -> Iterator[ev.LoadedRecord]:
     """The keyed records of the batches in ``buf``, in log order: (key, value) from a plain batch,
     LoadedTxnRecord from a transactional one, and LoadedTxnMarker for a control batch."""
     for pos, header in iter_batches(buf, verify_crc=False):
         batch = bytes(buf[pos:pos + header.size])
         if header.is_control:
-            if header.record_count > 0:  # an empty control batch says nothing (Kafka skips it too)
-                yield ev.LoadedTxnMarker(header.producer_id, control_type(batch) == CONTROL_COMMIT)
+            # Kafka's load: COMMIT makes the producer's pending offsets the group's, any other type
+            # drops them; an emptied control batch says nothing.
+            marker = read_control_record(batch, header)
+            if marker is not None:
+                yield ev.LoadedTxnMarker(header.producer_id, marker.commit)
             continue
         for record in DefaultRecordBatch(batch):
             if record.key is None:
@@ -114,19 +96,15 @@ def read_records(buf: bytes) -> Iterator[ev.LoadedRecord]:
             yield ev.LoadedTxnRecord(header.producer_id, key, value) if header.is_transactional else (key, value)
 
 
-class GroupShell:
+class GroupShell(CoordinatorRuntime):
+    topic = OFFSETS_TOPIC
+    tick_interval_s = TICK_INTERVAL_S
+
     def __init__(self, broker: BrokerContext) -> None:
-        self.broker = broker
+        super().__init__(broker, log)
         self.config = CoordinatorConfig.from_properties(broker.config.props)
         self.replication_factor = int(broker.config.props.get("offsets.topic.replication.factor", 3))
         self.core = GroupCoordinator(self.config, (uuid.uuid4().hex for _ in itertools.count()))
-        self._tokens = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[ev.Result]] = {}
-        self._led: dict[int, int] = {}  # offsets partitions this broker leads -> the load generation
-        self._load_generation = itertools.count(1)
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._ticker: asyncio.Task[None] | None = None
-        broker.replicas.leadership_listeners.append(self._on_leadership)
 
     def handlers(self) -> dict[ApiKey, Callable[[Request], Any]]:
         return {
@@ -144,122 +122,44 @@ class GroupShell:
             ApiKey.DELETE_GROUPS: self.delete_groups,
         }
 
-    # --- lifecycle -------------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
-
-    async def stop(self) -> None:
-        tasks = [t for t in (self._ticker, *self._tasks) if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        # Every waiting JoinGroup, SyncGroup and OffsetCommit gets NOT_COORDINATOR, as on a move.
-        for partition in list(self._led):
-            del self._led[partition]
-            self._apply(self.core.handle(ev.Unloaded(partition), now_ms()))
-
-    async def _tick_loop(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_INTERVAL_S)
-            try:
-                self._apply(self.core.handle(ev.Tick(), now_ms()))
-            except Exception:
-                log.exception("group coordinator tick failed")
-
     def _acl(self, req: Request) -> GroupAcl:
         return GroupAcl(self.broker.authz, req)
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    # --- the core (CoordinatorRuntime) -------------------------------------------------------------------
 
-    # --- the core and its effects ---------------------------------------------------------------------------
-
-    async def _ask(self, make: Callable[[int], ev.Event]) -> Any:
-        token = next(self._tokens)
-        fut: asyncio.Future[ev.Result] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = fut
-        try:
-            self._apply(self.core.handle(make(token), now_ms()))
-            return await fut
-        finally:
-            self._waiting.pop(token, None)
+    def _handle(self, event: ev.Event) -> ev.Output:
+        return self.core.handle(event, now_ms())
 
     def _apply(self, out: ev.Output) -> None:
-        # Appends first and in order: each is written to the log before anything here awaits, so
-        # the records of one decision (and of successive ones) keep their order in the partition.
         for append in out.appends:
-            self._write(append)
+            self._write(append.partition, append.write_id, functools.partial(
+                build_batch, append.records, now_ms(), producer_id=append.producer_id,
+                producer_epoch=append.producer_epoch, transactional=append.transactional))
         for reply in out.replies:
-            fut = self._waiting.get(reply.token)
-            if fut is not None and not fut.done():
-                fut.set_result(reply.result)
+            self._reply(reply.token, reply.result)
 
-    def _write(self, append: ev.Append) -> None:
-        wait: asyncio.Future[ErrorCode] | None = None
-        try:
-            hosted = self.broker.replicas.leader(OFFSETS_TOPIC, append.partition)
-            batch = build_batch(append.records, now_ms(), producer_id=append.producer_id,
-                                producer_epoch=append.producer_epoch, transactional=append.transactional)
-            _base, wait = self.broker.replicas.append(hosted, batch, -1, WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR)
-        except KafkaError as exc:
-            self._apply(self.core.handle(ev.AppendDone(append.write_id, exc.code), now_ms()))
-            return
-        assert wait is not None
+    def _append_done(self, write_id: int, error: ErrorCode) -> ev.Event:
+        return ev.AppendDone(write_id, error)
 
-        async def committed(fut: asyncio.Future[ErrorCode]) -> None:
-            error = await fut
-            self._apply(self.core.handle(ev.AppendDone(append.write_id, error), now_ms()))
+    def _tick(self) -> ev.Event:
+        return ev.Tick()
 
-        self._spawn(committed(wait))
+    def _load_started(self, partition: int, generation: int) -> ev.Event:
+        return ev.LoadStarted(partition, generation)
 
-    # --- leadership of offsets partitions -----------------------------------------------------------------
+    def _load_finished(self, partition: int, generation: int, hosted: Hosted,
+                       records: Sequence[ev.LoadedRecord]) -> ev.Event:
+        return ev.LoadFinished(partition, generation, tuple(records))
 
-    def _on_leadership(self, topic: str, partition: int) -> None:
-        if topic != OFFSETS_TOPIC:
-            return
-        hosted = self.broker.replicas.hosted(topic, partition)
-        leads = hosted is not None and hosted.replica.is_leader
-        if leads and partition not in self._led:
-            generation = next(self._load_generation)
-            self._led[partition] = generation
-            self._spawn(self._load(partition, generation))
-        elif not leads and partition in self._led:
-            del self._led[partition]
-            log.info("no longer coordinator of %s-%d: unloading its groups", topic, partition)
-            self._apply(self.core.handle(ev.Unloaded(partition), now_ms()))
+    def _unloaded(self, partition: int) -> ev.Event:
+        return ev.Unloaded(partition)
 
-    async def _load(self, partition: int, generation: int) -> None:
-        self._apply(self.core.handle(ev.LoadStarted(partition, generation), now_ms()))
-        started = time.monotonic()
-        records: list[ev.LoadedRecord] = []
-        hosted = self.broker.replicas.hosted(OFFSETS_TOPIC, partition)
-        try:
-            if hosted is None:
-                return
-            plog = hosted.plog
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            while offset < end:
-                result = plog.read(offset, LOAD_READ_BYTES, max_offset=end)
-                if not result.slices:
-                    break
-                buf = result.read()
-                records.extend(read_records(buf))
-                offset = max(header.last_offset for _pos, header in iter_batches(buf, verify_crc=False)) + 1
-                await asyncio.sleep(0)  # a big partition must not stall every client of this broker
-                if self._led.get(partition) != generation:
-                    return  # leadership moved on while we read
-        except (KafkaError, CorruptRecordError) as exc:
-            log.warning("loading %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            return
-        out = self.core.handle(ev.LoadFinished(partition, generation, tuple(records)), now_ms())
-        self._apply(out)
+    def _decode(self, buf: bytes) -> Iterator[ev.LoadedRecord]:
+        return read_records(buf)
+
+    def _loaded(self, partition: int, out: ev.Output, records: int, ms: float) -> None:
         log.info("loaded %d groups from %s-%d (%d records) in %.0f ms", out.loaded_groups, OFFSETS_TOPIC, partition,
-                 len(records), (time.monotonic() - started) * 1000)
+                 records, ms)
 
     def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT (``commit``) or ABORT marker of ``producer_id`` was appended to
@@ -310,7 +210,7 @@ class GroupShell:
         return self.config.num_partitions, rf, {"cleanup.policy": "compact"}
 
     async def _create_offsets_topic(self) -> None:
-        await create_internal_topic(self.broker, OFFSETS_TOPIC, self.offsets_topic_spec(), log.info)
+        await create_internal_topic(self.broker, OFFSETS_TOPIC, self.offsets_topic_spec(), log)
 
     # --- group membership ---------------------------------------------------------------------------------------
 

@@ -21,11 +21,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
+import functools
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
@@ -41,20 +39,25 @@ from headwater.records.records import build_marker_batch
 from headwater.security.acl import AclOperation, ResourceType
 from headwater.server.channel import ChannelError, ChannelPool
 from headwater.server.clock import now_ms
-from headwater.server.coordinator_lookup import NO_NODE, Found, coordinator_endpoint, create_internal_topic
+from headwater.server.coordinator_runtime import (
+    NO_NODE,
+    CoordinatorRuntime,
+    Found,
+    coordinator_endpoint,
+    create_internal_topic,
+)
 from headwater.storage.producers import AppendOrigin
 
 if TYPE_CHECKING:
     from headwater.server.context import BrokerContext
+    from headwater.server.replica_manager import Hosted
 
 log = logging.getLogger(__name__)
 
 TXN_TOPIC = TRANSACTION_STATE_TOPIC
 TICK_INTERVAL_S = 0.5
-WRITE_TIMEOUT_MS = 5000
 MARKER_TIMEOUT_MS = 30_000  # request.timeout.ms: how long a marker's acks=all append may take
 MARKER_RETRY_S = 0.1
-LOAD_READ_BYTES = 4 * 1024 * 1024
 WRITE_TXN_MARKERS_VERSION = 1
 # A marker that fails with these is retried (TransactionMarkerRequestCompletionHandler); with
 # INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED a newer coordinator or epoch owns the
@@ -93,23 +96,19 @@ def _fenced_for(version: int, first_with_fenced: int, code: ErrorCode) -> ErrorC
     return code
 
 
-class TxnShell:
+class TxnShell(CoordinatorRuntime):
+    topic = TXN_TOPIC
+    tick_interval_s = TICK_INTERVAL_S
+
     def __init__(self, broker: BrokerContext) -> None:
+        super().__init__(broker, log)
         props = broker.config.props
-        self.broker = broker
         self.config = tev.TxnConfig.from_properties(props)
         self.replication_factor = int(props.get("transaction.state.log.replication.factor", 3))
         self.min_isr = int(props.get("transaction.state.log.min.isr", 2))
         self.segment_bytes = props.get("transaction.state.log.segment.bytes", "104857600")
         self.core = TransactionCoordinator(self.config)
-        self._tokens = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
-        self._led: dict[int, int] = {}  # state partitions this broker leads -> the load generation
-        self._load_generation = itertools.count(1)
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._ticker: asyncio.Task[None] | None = None
         self._channels = ChannelPool(broker.authn.channel_security)
-        broker.replicas.leadership_listeners.append(self._on_leadership)
 
     def handlers(self) -> dict[ApiKey, Callable[[Request], Any]]:
         return {
@@ -122,120 +121,41 @@ class TxnShell:
             ApiKey.DESCRIBE_PRODUCERS: self.describe_producers,
         }
 
-    # --- lifecycle -------------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
-
     async def stop(self) -> None:
-        tasks = [t for t in (self._ticker, *self._tasks) if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        for partition in list(self._led):
-            del self._led[partition]
-            self._apply(self.core.handle(tev.Unloaded(partition), now_ms()))
+        await super().stop()
         self._channels.close()
 
-    async def _tick_loop(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_INTERVAL_S)
-            try:
-                self._apply(self.core.handle(tev.Tick(), now_ms()))
-            except Exception:
-                log.exception("transaction coordinator tick failed")
+    # --- the core (CoordinatorRuntime) -------------------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    # --- the core and its effects ---------------------------------------------------------------------------
-
-    async def _ask(self, make: Callable[[int], Any]) -> Any:
-        token = next(self._tokens)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = fut
-        try:
-            self._apply(self.core.handle(make(token), now_ms()))
-            return await fut
-        finally:
-            self._waiting.pop(token, None)
+    def _handle(self, event: Any) -> tev.TxnOutput:
+        return self.core.handle(event, now_ms())
 
     def _apply(self, out: tev.TxnOutput) -> None:
         for append in out.appends:
-            self._write(append)
+            self._write(append.partition, append.write_id, functools.partial(build_state_batch, append.records, now_ms()))
         for markers in out.markers:
             self._spawn(self._deliver(markers))
         for reply in out.replies:
-            fut = self._waiting.get(reply.token)
-            if fut is not None and not fut.done():
-                fut.set_result(reply.result)
+            self._reply(reply.token, reply.result)
 
-    def _write(self, append: tev.TxnAppend) -> None:
-        wait: asyncio.Future[ErrorCode] | None = None
-        try:
-            hosted = self.broker.replicas.leader(TXN_TOPIC, append.partition)
-            _result, wait = self.broker.replicas.append(hosted, build_state_batch(append.records, now_ms()), -1,
-                                                        WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR)
-        except KafkaError as exc:
-            self._apply(self.core.handle(tev.AppendDone(append.write_id, exc.code), now_ms()))
-            return
-        assert wait is not None
+    def _append_done(self, write_id: int, error: ErrorCode) -> Any:
+        return tev.AppendDone(write_id, error)
 
-        async def committed(fut: asyncio.Future[ErrorCode]) -> None:
-            error = await fut
-            self._apply(self.core.handle(tev.AppendDone(append.write_id, error), now_ms()))
+    def _tick(self) -> Any:
+        return tev.Tick()
 
-        self._spawn(committed(wait))
+    def _load_started(self, partition: int, generation: int) -> Any:
+        return tev.LoadStarted(partition)
 
-    # --- leadership of state partitions -----------------------------------------------------------------
+    def _load_finished(self, partition: int, generation: int, hosted: Hosted, records: Sequence[Any]) -> Any:
+        # The partition's leader epoch is the coordinator epoch its markers carry (Kafka's coordinatorEpoch).
+        return tev.LoadFinished(partition, hosted.replica.leader_epoch, tuple(records))
 
-    def _on_leadership(self, topic: str, partition: int) -> None:
-        if topic != TXN_TOPIC:
-            return
-        hosted = self.broker.replicas.hosted(topic, partition)
-        leads = hosted is not None and hosted.replica.is_leader
-        if leads and partition not in self._led:
-            generation = next(self._load_generation)
-            self._led[partition] = generation
-            self._spawn(self._load(partition, generation))
-        elif not leads and partition in self._led:
-            del self._led[partition]
-            log.info("no longer transaction coordinator of %s-%d: unloading its transactions", topic, partition)
-            self._apply(self.core.handle(tev.Unloaded(partition), now_ms()))
+    def _unloaded(self, partition: int) -> Any:
+        return tev.Unloaded(partition)
 
-    async def _load(self, partition: int, generation: int) -> None:
-        self._apply(self.core.handle(tev.LoadStarted(partition), now_ms()))
-        started = time.monotonic()
-        records: list[tuple[bytes, bytes | None]] = []
-        hosted = self.broker.replicas.hosted(TXN_TOPIC, partition)
-        try:
-            if hosted is None:
-                return
-            coordinator_epoch = hosted.replica.leader_epoch
-            plog = hosted.plog
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            while offset < end:
-                result = plog.read(offset, LOAD_READ_BYTES, max_offset=end)
-                if not result.slices:
-                    break
-                buf = result.read()
-                records.extend(read_state_records(buf))
-                offset = max(header.last_offset for _pos, header in iter_batches(buf, verify_crc=False)) + 1
-                await asyncio.sleep(0)  # a big partition must not stall every client of this broker
-                if self._led.get(partition) != generation:
-                    return
-        except KafkaError as exc:
-            log.warning("loading %s-%d failed: %s", TXN_TOPIC, partition, exc)
-            return
-        if self._led.get(partition) != generation:
-            return
-        self._apply(self.core.handle(tev.LoadFinished(partition, coordinator_epoch, tuple(records)), now_ms()))
-        log.info("loaded %s-%d (%d records, coordinator epoch %d) in %.0f ms", TXN_TOPIC, partition, len(records),
-                 coordinator_epoch, (time.monotonic() - started) * 1000)
+    def _decode(self, buf: bytes) -> Iterator[tuple[bytes, bytes | None]]:
+        return read_state_records(buf)
 
     # --- FindCoordinator ------------------------------------------------------------------------------------
 
@@ -257,7 +177,7 @@ class TxnShell:
                                           self._create_state_topic)
 
     async def _create_state_topic(self) -> None:
-        await create_internal_topic(self.broker, TXN_TOPIC, self.state_topic_spec(), log.info)
+        await create_internal_topic(self.broker, TXN_TOPIC, self.state_topic_spec(), log)
 
     # --- the producer's requests ----------------------------------------------------------------------------
 
@@ -401,8 +321,8 @@ class TxnShell:
                             unknown_state_filters=list(result.unknown_state_filters), transaction_states=visible)
 
     async def describe_producers(self, req: Request) -> Any:
-        """Active producers of partitions this broker leads (KafkaApis.handleDescribeProducersRequest:
-        READ on the topic, then the leader's producer state)."""
+        """Active producers of the partitions this broker holds a replica of
+        (KafkaApis.handleDescribeProducersRequest: READ on the topic, then the replica's producer state)."""
         T = req.spec.response.TopicResponse
         P = T.PartitionResponse
         S = P.ProducerState
@@ -415,11 +335,13 @@ class TxnShell:
                 try:
                     if not readable:
                         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                    known = self.broker.image.topics.get(t.name)
-                    if known is None or index not in known.partitions:
-                        # ReplicaManager.getPartitionOrError: a partition the metadata does not know.
-                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    hosted = self.broker.leader(t.name, index)
+                    # ReplicaManager.getPartitionOrError: any replica answers from its own log; a
+                    # broker without one answers by whether the metadata knows the partition.
+                    hosted = self.broker.replicas.hosted(t.name, index)
+                    if hosted is None:
+                        known = self.broker.image.topics.get(t.name)
+                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if known is None
+                                         or index not in known.partitions else ErrorCode.NOT_LEADER_OR_FOLLOWER)
                     producers = [S(producer_id=a.producer_id, producer_epoch=a.producer_epoch,
                                    last_sequence=a.last_sequence, last_timestamp=a.last_timestamp,
                                    coordinator_epoch=a.coordinator_epoch,

@@ -37,7 +37,7 @@ from headwater.security.acl import (
 from headwater.security.authorizer import AclSet
 from headwater.server.broker import Broker
 from headwater.server.config import broker_config
-from headwater.server.groups import build_batch, control_type, read_records
+from headwater.server.groups import build_batch, read_records
 
 E = ErrorCode
 NOW_MS = 1_700_000_000_000
@@ -83,14 +83,14 @@ def test_read_records_in_log_order_with_their_transactions() -> None:
 
 def test_control_record_keys() -> None:
     """ControlRecordType.parse: version int16, type int16; a newer, longer key still has its type
-    there; a shorter key is corrupt."""
-    assert control_type(control_batch(7, commit=True)) == 1
-    assert control_type(control_batch(7, commit=False)) == 0
-    assert control_type(control_batch(7, commit=True, key=struct.pack(">hhi", 1, 1, 99))) == 1
-    assert control_type(control_batch(7, commit=True, key=struct.pack(">hh", 0, 5))) == 5  # unknown: not COMMIT
+    there; a shorter key is corrupt. GroupMetadataManager's load: any type but COMMIT drops the
+    producer's pending offsets."""
+    assert list(read_records(control_batch(7, commit=True))) == [ev.LoadedTxnMarker(7, True)]
+    assert list(read_records(control_batch(7, commit=False))) == [ev.LoadedTxnMarker(7, False)]
+    assert list(read_records(control_batch(7, True, key=struct.pack(">hhi", 1, 1, 99)))) == [ev.LoadedTxnMarker(7, True)]
     assert list(read_records(control_batch(7, True, key=struct.pack(">hh", 0, 5)))) == [ev.LoadedTxnMarker(7, False)]
     with pytest.raises(CorruptRecordError):
-        control_type(control_batch(7, commit=True, key=b"\x00"))
+        list(read_records(control_batch(7, commit=True, key=b"\x00")))
 
 
 # --- the handler ------------------------------------------------------------------------------------------
