@@ -16,6 +16,7 @@ from headwater.admin.leader_election import leader_election
 from headwater.admin.options import key_values
 from headwater.admin.reassign import reassign
 from headwater.admin.topics import topics
+from headwater.admin.transactions import transactions
 from headwater.server.config import ConfigError, load_config
 
 
@@ -87,4 +88,5 @@ main.add_command(reassign, "reassign")
 main.add_command(groups, "groups")
 main.add_command(acls, "acls")
 main.add_command(leader_election, "leader-election")
+main.add_command(transactions, "transactions")
 
