@@ -360,9 +360,10 @@ class TxnShell(CoordinatorRuntime):
         """Write ``m``'s marker to each of its partitions' leaders until every one is written or gone."""
         pending = set(m.partitions)
         state_partition = self.core.partition_for(m.transactional_id)
+        generation = self._led.get(state_partition)
         while pending:
-            if state_partition not in self._led:
-                return  # no longer the coordinator: the next one sends them again when it loads
+            if self._led.get(state_partition) != generation:
+                return  # no longer the coordinator, or loaded again: whoever loads it sends them again
             by_leader: dict[int, list[tuple[str, int]]] = {}
             for tp in sorted(pending):
                 topic = self.broker.image.topics.get(tp[0])
