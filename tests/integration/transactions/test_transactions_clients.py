@@ -14,13 +14,17 @@ consumer's ``isolation.level``:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_support import LocalCluster, wait_for
+from cluster_support import LocalCluster, run_cli, wait_for
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from txn_support import read_values
+
+from headwater.coordinator.records import partition_for
 
 PARTITIONS = 3
 
@@ -184,3 +188,33 @@ def test_kafka_python_transactions(cluster: LocalCluster, topic_name: Callable[.
     finally:
         c.close()
     assert got == sorted(b"kp%d-%d" % (n, q) for n in (0, 2) for q in range(PARTITIONS))
+
+
+def test_the_coordinator_moves_with_its_partition(cluster: LocalCluster, topic_name: Callable[..., str],
+                                                  tmp_path: Path) -> None:
+    """Reassigning the transactional id's __transaction_state partition and electing its new
+    preferred leader moves the coordinator in the middle of a transaction: the old leader unloads
+    it, the new one loads it from the log (TransactionStateManager on resignation and election),
+    and the producer's commit, redirected there, commits what it wrote."""
+    topic = topic_name()
+    cluster.create_topic(topic, 1, 3)
+    txn_id = f"moving-{topic}"
+    p = _producer(cluster.bootstrap, txn_id)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"before the move", partition=0)
+    p.flush(30)
+    state = cluster.describe("__transaction_state")
+    partition = next(line for line in state if line.partition == partition_for(txn_id, 5))
+    old_leader = partition.leader
+    order = [b for b in partition.replicas if b != old_leader] + [old_leader]
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "__transaction_state", "partition": partition.partition, "replicas": order}]}))
+    run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--execute", "--reassignment-json-file", str(plan))
+    run_cli("leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type", "PREFERRED", "--topic",
+            "__transaction_state", "--partition", str(partition.partition))
+    wait_for(lambda: cluster.leaders("__transaction_state")[partition.partition] == order[0], 30, "the new leader")
+    p.produce(topic, b"after the move", partition=0)
+    p.commit_transaction(60)
+    assert read_values(cluster.bootstrap, topic, "read_committed", 2, 1) == {0: [b"before the move", b"after the move"]}
