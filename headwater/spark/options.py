@@ -35,7 +35,13 @@ _READ_OWNED = frozenset(
         "value.deserializer",
     }
 )
-_WRITE_OWNED = frozenset({"enable.idempotence", "acks", "key.serializer", "value.serializer"})
+_WRITE_OWNED = frozenset(
+    {"enable.idempotence", "acks", "transactional.id", "key.serializer", "value.serializer"}
+)
+
+# transactionalIdPrefix and jobId become parts of transactional ids and group ids: the characters
+# of a topic name, so they need no quoting in ACLs, tools or logs.
+_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
 # Java client settings with no librdkafka equivalent. Spark jobs often carry them; passing them
 # on would make librdkafka refuse to start, so they are dropped (documented in docs/spark.md).
@@ -123,6 +129,21 @@ class ReadOptions:
 
 
 @dataclass(frozen=True)
+class ExactlyOnce:
+    """``exactlyOnce=true``: each task writes in one transaction named after ``prefix``.
+
+    ``job_id`` is the batch write's ``jobId`` option; None means a new id for every write (streams
+    always use Spark's query id and micro-batch id instead).
+    """
+
+    prefix: str
+    job_id: str | None = None
+    # kafka.transaction.timeout.ms, librdkafka's default unless set: a task's transaction must
+    # end within it, or the transaction coordinator aborts it.
+    transaction_timeout_ms: int = 60_000
+
+
+@dataclass(frozen=True)
 class WriteOptions:
     """Everything a write needs, parsed and checked on the driver."""
 
@@ -130,6 +151,7 @@ class WriteOptions:
     topic: str | None
     flush_timeout_ms: int
     metadata_timeout_ms: int
+    exactly_once: ExactlyOnce | None = None
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -347,13 +369,47 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     )
 
 
-def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+def _identifier(options: Mapping[str, str], name: str) -> str | None:
+    raw = _get(options, name)
+    if raw is not None and not _ID_PATTERN.fullmatch(raw):
+        raise TopicSourceError(
+            f"option {name} must be 1 to 200 letters, digits, '.', '_' or '-', got {raw!r}"
+        )
+    return raw
+
+
+def _exactly_once(options: Mapping[str, str], *, streaming: bool) -> ExactlyOnce | None:
+    prefix = _identifier(options, "transactionalIdPrefix")
+    job_id = _identifier(options, "jobId")
+    if not _bool(options, "exactlyOnce", False):
+        # Either alone would suggest a guarantee the write does not give.
+        for name, value in (("transactionalIdPrefix", prefix), ("jobId", job_id)):
+            if value is not None:
+                raise TopicSourceError(f"option {name} is only used with exactlyOnce=true")
+        return None
+    if prefix is None:
+        raise TopicSourceError(
+            "exactlyOnce=true needs the option transactionalIdPrefix: a name for this query or job, "
+            "unique among the writers running at the same time (its tasks' transactional ids and "
+            "consumer groups are <prefix>-<Spark partition>)"
+        )
+    if streaming and job_id is not None:
+        raise TopicSourceError(
+            "option jobId is for batch writes; a stream's tasks are identified by Spark's query id "
+            "and micro-batch id"
+        )
+    timeout = _required_int(options, "kafka.transaction.timeout.ms", ExactlyOnce.transaction_timeout_ms, 1)
+    return ExactlyOnce(prefix=prefix, job_id=job_id, transaction_timeout_ms=timeout)
+
+
+def parse_write_options(options: Mapping[str, str], *, streaming: bool = False) -> WriteOptions:
     """Check and freeze the options of ``df.write`` / ``df.writeStream``."""
     return WriteOptions(
         client_config=client_config(options, _WRITE_OWNED),
         topic=_get(options, "topic"),
         flush_timeout_ms=_required_int(options, "flushTimeoutMs", 300_000, 1),
         metadata_timeout_ms=_required_int(options, "metadataTimeoutMs", 10_000, 1),
+        exactly_once=_exactly_once(options, streaming=streaming),
     )
 
 

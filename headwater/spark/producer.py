@@ -4,7 +4,8 @@ A task returns (and so counts as written) only after librdkafka has reported eve
 produced as acknowledged by all in-sync replicas. Any failed delivery, or any record still in
 flight when the flush timeout runs out, fails the task with the reason. The idempotent producer
 makes librdkafka's own retries safe (no duplicates, order kept per partition); a Spark task that is
-retried as a whole writes its rows again, so across task retries the write is at-least-once.
+retried as a whole writes its rows again, so across task retries the write is at-least-once
+(``exactlyOnce=true`` writes through ``transactional.py`` instead).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -42,9 +43,14 @@ _ANY_PARTITION = -1
 
 @dataclass
 class WriteResult(WriterCommitMessage):
-    """What one task wrote, all of it acknowledged: records per topic."""
+    """What one task wrote, all of it acknowledged: records per topic.
+
+    ``skipped`` (exactly-once writes): an earlier attempt of the task had committed its output,
+    so this one wrote nothing; ``records_by_topic`` is then empty.
+    """
 
     records_by_topic: dict[str, int] = field(default_factory=dict)
+    skipped: bool = False
 
     @property
     def records(self) -> int:
@@ -115,7 +121,7 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return values
 
 
-class _Failures:
+class DeliveryFailures:
     """Failed deliveries, as librdkafka reports them (the first few kept with their reason)."""
 
     def __init__(self) -> None:
@@ -128,6 +134,12 @@ class _Failures:
         self.count += 1
         if len(self.shown) < 10:
             self.shown.append(f"{message.topic()}-{message.partition()}: {error}")
+
+    def raise_if_any(self) -> None:
+        if self.count:
+            raise TopicSourceError(
+                f"{self.count} record(s) were not acknowledged: {'; '.join(self.shown)}"
+            )
 
 
 def _produce_when_room(producer: Producer, topic: str, *args: Any, **kwargs: Any) -> None:
@@ -182,10 +194,14 @@ def _produce_rows(
             _produce_when_room(producer, topic, value, key, part, headers=header_list)
 
 
-def write_batches(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> WriteResult:
-    """Produce every row of ``batches``; return only when all are acknowledged."""
-    failures = _Failures()
-    producer = Producer({**producer_config(opts), "on_delivery": failures.on_delivery})
+def produce_batches(
+    producer: Producer, batches: Iterable[pa.RecordBatch], opts: WriteOptions, failures: DeliveryFailures
+) -> Counter[str]:
+    """Hand every row of ``batches`` to ``producer``; return the records per topic.
+
+    Nothing is flushed here. Stops early, after the batch in which the first failed delivery is
+    reported (``failures.count``), since the task fails anyway.
+    """
     existing: set[str] | None = None
     checked: set[str] = set()
     produced_by_topic: Counter[str] = Counter()
@@ -219,12 +235,17 @@ def write_batches(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Writ
         producer.poll(0)
         if failures.count:
             break
+    return produced_by_topic
+
+
+def write_batches(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> WriteResult:
+    """Produce every row of ``batches``; return only when all are acknowledged."""
+    failures = DeliveryFailures()
+    producer = Producer({**producer_config(opts), "on_delivery": failures.on_delivery})
+    produced_by_topic = produce_batches(producer, batches, opts, failures)
     started = time.monotonic()
     remaining = producer.flush(opts.flush_timeout_ms / 1000)
-    if failures.count:
-        raise TopicSourceError(
-            f"{failures.count} record(s) were not acknowledged: {'; '.join(failures.shown)}"
-        )
+    failures.raise_if_any()
     if remaining:
         raise TopicSourceError(
             f"{remaining} record(s) were still unacknowledged after {time.monotonic() - started:.1f} s "

@@ -12,6 +12,7 @@ same JSON Spark's Kafka source uses, so they are readable by people and by ``sta
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -53,6 +54,7 @@ from headwater.spark.ranges import (
     split_ranges,
 )
 from headwater.spark.schema import read_schema
+from headwater.spark.transactional import batch_task_write, stream_task_write, write_transactional
 
 log = logging.getLogger("headwater.spark")
 
@@ -259,49 +261,90 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         # Spark's checkpoint is the only record of progress: nothing is committed to the
-        # cluster (headwater has no consumer groups, and a group would not be exact anyway).
+        # cluster (a consumer group's offsets would lag or lead the checkpoint, so not be exact).
         log.debug("Spark committed offsets %s", end)
 
     def stop(self) -> None:
         self._client = None
 
 
+def _summary(messages: list[WriterCommitMessage | None]) -> tuple[int, int]:
+    """(records written, tasks that found their output already committed)."""
+    results = [m for m in messages if isinstance(m, WriteResult)]
+    return sum(m.records for m in results), sum(m.skipped for m in results)
+
+
 class TopicWriter(DataSourceArrowWriter):
-    """``df.write.format("headwater")``: each task produces its rows and waits for every ack."""
+    """``df.write.format("headwater")``: each task produces its rows and waits for every ack.
+
+    With ``exactlyOnce`` each task writes in one transaction and commits it itself (see
+    ``transactional.py``); ``write_id`` names this write in the tasks' records: the ``jobId``
+    option, or a new id for every write, fixed here on the driver so all attempts share it.
+    """
 
     def __init__(self, opts: WriteOptions) -> None:
         self._opts = opts
+        eo = opts.exactly_once
+        self._write_id = None if eo is None else (eo.job_id or uuid.uuid4().hex)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
-        return write_batches(iterator, self._opts)
+        if self._write_id is None:
+            return write_batches(iterator, self._opts)
+        return write_transactional(iterator, self._opts, batch_task_write(self._write_id))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        written = sum(m.records for m in messages if isinstance(m, WriteResult))
-        log.info("write committed: %d records acknowledged by the cluster", written)
+        written, skipped = _summary(messages)
+        log.info(
+            "write committed: %d records acknowledged by the cluster%s",
+            written,
+            f"; {skipped} task(s) had committed before" if skipped else "",
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        written = sum(m.records for m in messages if isinstance(m, WriteResult))
+        written, _ = _summary(messages)
         # Topics are append-only: what finished tasks wrote stays written.
-        log.error("write failed; %d records from tasks that finished are already in the topics", written)
+        if self._write_id is None:
+            log.error("write failed; %d records from tasks that finished are already in the topics", written)
+        else:
+            log.error(
+                "write %s failed; tasks that finished committed their transactions (%d records); "
+                "running it again with the same jobId writes only the other tasks' rows",
+                self._write_id,
+                written,
+            )
 
 
 class TopicStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("headwater")``: as the batch writer, once per micro-batch."""
+    """``df.writeStream.format("headwater")``: as the batch writer, once per micro-batch.
+
+    With ``exactlyOnce`` a task's record names the query id and micro-batch id, which Spark gives
+    the task; a micro-batch replayed after a restart skips the tasks that had committed.
+    """
 
     def __init__(self, opts: WriteOptions) -> None:
         self._opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
-        return write_batches(iterator, self._opts)
+        if self._opts.exactly_once is None:
+            return write_batches(iterator, self._opts)
+        return write_transactional(iterator, self._opts, stream_task_write())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        written = sum(m.records for m in messages if isinstance(m, WriteResult))
-        log.info("micro-batch %d committed: %d records acknowledged by the cluster", batchId, written)
+        written, skipped = _summary(messages)
+        log.info(
+            "micro-batch %d committed: %d records acknowledged by the cluster%s",
+            batchId,
+            written,
+            f"; {skipped} task(s) had committed before" if skipped else "",
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        written = sum(m.records for m in messages if isinstance(m, WriteResult))
+        written, _ = _summary(messages)
         log.error(
-            "micro-batch %d failed; %d records from tasks that finished are already written", batchId, written
+            "micro-batch %d failed; %d records from tasks that finished are already written%s",
+            batchId,
+            written,
+            " (committed: the batch's replay skips those tasks)" if self._opts.exactly_once else "",
         )
 
 
@@ -331,6 +374,6 @@ class TopicDataSource(DataSource):
         return TopicWriter(opts)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> TopicStreamWriter:
-        opts = parse_write_options(self.options)
+        opts = parse_write_options(self.options, streaming=True)
         check_write_schema(schema, opts.topic)
         return TopicStreamWriter(opts)
