@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-APT_PACKAGES := zookeeper kcat default-jre-headless iproute2 nftables iptables
+APT_PACKAGES := zookeeper kcat default-jre-headless iproute2 nftables iptables chromium chromium-driver
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # pytest-xdist is not used: tests start real brokers and bind ports, and 2 cores are already busy.
 PYTEST_ARGS ?= --durations=25
@@ -31,12 +31,14 @@ unit: venv
 	$(PY) -m pytest -q tests/unit tests/sim
 
 # System packages from Debian: the ZooKeeper server, kcat (a real librdkafka client), a JRE
-# (ZooKeeper and Spark run on it), and iproute2 + nftables (+ iptables) for the chaos tests' network
-# namespaces and faults. Installed only when something is missing.
+# (ZooKeeper and Spark run on it), iproute2 + nftables (+ iptables) for the chaos tests' network
+# namespaces and faults, and chromium + chromium-driver for the console's browser tests (selenium
+# drives /usr/bin/chromium through /usr/bin/chromedriver). Installed only when something is missing.
 system:
 	@export PATH="$$PATH:/usr/sbin:/sbin"; \
 	if ! command -v kcat >/dev/null || ! [ -e /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null \
-	    || ! command -v ip >/dev/null || ! command -v nft >/dev/null || ! command -v iptables >/dev/null; then \
+	    || ! command -v ip >/dev/null || ! command -v nft >/dev/null || ! command -v iptables >/dev/null \
+	    || ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then \
 	  echo "installing $(APT_PACKAGES)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  $(SUDO) apt-get update -q && \

@@ -21,14 +21,14 @@ from headwater.server.config import ConfigError, load_config
 
 
 class _Commands(click.Group):
-    """The CLI's commands, with ``plan`` loaded only when it is asked for.
+    """The CLI's commands, with ``plan`` and ``console`` loaded only when they are asked for.
 
     The planner brings pandas and numpy (0.6 s of imports here, more on a busy machine), which every
-    ``headwater broker`` process would otherwise pay at start-up. A missing optional extra leaves
-    ``plan`` out and the rest of the CLI working.
+    ``headwater broker`` process would otherwise pay at start-up (the console brings Starlette and
+    uvicorn). A missing optional extra leaves that command out and the rest of the CLI working.
     """
 
-    LAZY = {"plan": ("headwater.planner.cli", "plan")}
+    LAZY = {"plan": ("headwater.planner.cli", "plan"), "console": ("headwater.console.cli", "console")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.LAZY))

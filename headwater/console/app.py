@@ -1,0 +1,152 @@
+"""The console's web application (Starlette): pages, the snapshot as JSON and as server-sent
+events, and the two writes (cancel, throttle), each behind the read-only switch and the CSRF token."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from headwater.console.csrf import HEADER, CsrfGuard
+
+PAGES = {"cluster": "Cluster", "topics": "Topics", "reassignments": "Reassignments"}
+SSE_CHECK_S = 0.25  # how often an event stream looks for a new snapshot
+SSE_HEARTBEAT_S = 15.0  # a comment line now and then, so proxies keep an idle stream open
+MAX_BODY = 64 * 1024
+SECURITY_HEADERS = {
+    # The pages use only their own script and style: nothing inline, nothing from elsewhere.
+    "content-security-policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+
+
+class Source(Protocol):
+    """What the application needs of the poller (``reader.Poller``; a stand-in in unit tests)."""
+
+    snapshot: dict[str, Any]
+    version: int
+    read_only: bool
+
+    def cancel(self, partitions: list[tuple[str, int]] | None) -> dict[str, str | None]: ...
+
+    def set_throttle(self, rate: int | None) -> list[str]: ...
+
+
+def _page_template() -> str:
+    return resources.files("headwater.console").joinpath("static/page.html").read_text()
+
+
+def create_app(source: Source, guard: CsrfGuard, *, allowed_hosts: list[str] | None = None,
+               lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None) -> Starlette:
+    template = _page_template()
+
+    def page(request: Request) -> Response:
+        name = request.path_params["page"]
+        if name not in PAGES:
+            return Response("no such page", status_code=404)
+        active = ' class="active"'
+        nav = "".join(f'<a href="/{p}"{active if p == name else ""}>{t}</a>' for p, t in PAGES.items())
+        body = (template.replace("{{title}}", PAGES[name]).replace("{{page}}", name).replace("{{nav}}", nav)
+                .replace("{{csrf}}", html.escape(guard.token)).replace("{{read_only}}", str(source.read_only).lower()))
+        return HTMLResponse(body, headers=SECURITY_HEADERS)
+
+    def index(_: Request) -> Response:
+        return RedirectResponse("/cluster")
+
+    def snapshot(_: Request) -> Response:
+        return JSONResponse(source.snapshot, headers=SECURITY_HEADERS)
+
+    async def events(request: Request) -> Response:
+        async def stream() -> AsyncIterator[str]:
+            seen = -1
+            idle = 0.0
+            while not await request.is_disconnected():
+                if source.version != seen:
+                    seen = source.version
+                    idle = 0.0
+                    yield f"event: snapshot\ndata: {json.dumps(source.snapshot)}\n\n"
+                elif idle >= SSE_HEARTBEAT_S:
+                    idle = 0.0
+                    yield ": keep-alive\n\n"
+                await asyncio.sleep(SSE_CHECK_S)
+                idle += SSE_CHECK_S
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={**SECURITY_HEADERS, "x-accel-buffering": "no"})
+
+    def guarded(handler: Callable[[dict[str, Any]], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """Every POST: refused when read-only, then without the CSRF token, then when the body is not JSON."""
+        async def endpoint(request: Request) -> Response:
+            if source.read_only:
+                return JSONResponse({"error": "the console is read-only"}, status_code=403)
+            if not guard.check(request.headers.get(HEADER)):
+                return JSONResponse({"error": "missing or wrong CSRF token: reload the page"}, status_code=403)
+            raw = await request.body()
+            if len(raw) > MAX_BODY:
+                return JSONResponse({"error": "request too large"}, status_code=413)
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError:
+                return JSONResponse({"error": "the body is not JSON"}, status_code=400)
+            if not isinstance(body, dict):
+                return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+            try:
+                return await handler(body)
+            except Exception as exc:  # the cluster's refusal or an unreachable broker: shown on the page
+                return JSONResponse({"error": str(exc)}, status_code=502)
+        return endpoint
+
+    async def cancel(body: dict[str, Any]) -> Response:
+        partitions: list[tuple[str, int]] | None
+        if body.get("all") is True:
+            partitions = None
+        else:
+            try:
+                partitions = [(str(p["topic"]), int(p["partition"])) for p in body["partitions"]]
+            except (KeyError, TypeError, ValueError):
+                return JSONResponse({"error": 'expected {"all": true} or {"partitions": [{"topic", "partition"}]}'},
+                                    status_code=400)
+        # The admin client blocks: a worker thread, so the event loop keeps serving pages and events.
+        results = await asyncio.to_thread(source.cancel, partitions)
+        failed = {k: v for k, v in results.items() if v}
+        return JSONResponse({"results": results, "error": "; ".join(f"{k}: {v}" for k, v in failed.items()) or None},
+                            status_code=200 if not failed else 409)
+
+    async def throttle(body: dict[str, Any]) -> Response:
+        rate = body.get("rate")
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or rate < 1):
+            return JSONResponse({"error": "rate must be a positive number of bytes per second, or null"}, status_code=400)
+        done = await asyncio.to_thread(source.set_throttle, rate)
+        return JSONResponse({"done": done})
+
+    def healthz(_: Request) -> Response:
+        return JSONResponse({"ok": True, "version": source.version})
+
+    static = resources.files("headwater.console").joinpath("static")
+    routes = [
+        Route("/", index),
+        Route("/healthz", healthz),
+        Route("/api/snapshot", snapshot),
+        Route("/api/events", events),
+        Route("/api/cancel", guarded(cancel), methods=["POST"]),
+        Route("/api/throttle", guarded(throttle), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=str(static)), name="static"),
+        Route("/{page}", page),
+    ]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] if allowed_hosts else []
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

@@ -1,0 +1,209 @@
+// headwater console: renders the server's snapshot (JSON) and follows it by server-sent events.
+// Plain script, no build step. Writes are POSTs with the page's CSRF token; a read-only console
+// renders no write controls at all.
+"use strict";
+
+const meta = (name) => document.querySelector(`meta[name="${name}"]`).content;
+const CSRF = meta("csrf-token");
+const READ_ONLY = meta("read-only") === "true";
+const PAGE = meta("page");
+let openedAt = null;  // the server's clock at the first snapshot: "completed since the page opened"
+let lastSnapshot = null;
+let lastUpdate = 0;
+let throttleDraft = null;  // what the operator is typing survives the re-render of each update
+
+const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+const ids = (xs) => (xs && xs.length ? xs.join(",") : "–");
+
+function bytes(n) {
+  if (n === null || n === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
+function duration(s) {
+  if (s === null || s === undefined) return "–";
+  s = Math.round(s);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+function bar(share, label, cls = "") {
+  const pct = Math.max(0, Math.min(1, share || 0)) * 100;
+  // The fill's width is set after rendering (the page's CSP allows no inline style attributes).
+  return `<div class="bar ${cls}${pct >= 100 ? " done" : ""}" data-share="${pct.toFixed(1)}">` +
+    `<div class="fill"></div><span>${esc(label ?? pct.toFixed(1) + " %")}</span></div>`;
+}
+
+function sizeBars(root) {
+  root.querySelectorAll(".bar").forEach((b) => { b.querySelector(".fill").style.width = `${b.dataset.share}%`; });
+}
+
+// --- pages ---------------------------------------------------------------------------------------
+
+function renderCluster(s) {
+  const rows = s.brokers.map((b) => `
+    <tr id="broker-${b.id}" class="broker">
+      <td class="num">${b.id}</td><td>${esc(b.rack ?? "–")}</td><td>${esc(b.endpoint ?? "–")}</td>
+      <td>${b.controller ? "controller" : ""}</td>
+      <td class="${b.alive && b.reachable && !b.error ? "ok" : "bad"}">${!b.alive ? "down" : b.reachable ? (b.error ? "partly answering" : "alive") : "not answering"}
+        ${b.error ? `<div class="muted">${esc(b.error)}</div>` : ""}</td>
+      <td class="num">${b.latency_ms === null || b.latency_ms === undefined ? "–" : b.latency_ms.toFixed(0) + " ms"}</td>
+      <td>${b.log_dirs.map((d) => `${esc(d.path)}: ${bytes(d.bytes)}${d.error ? ` <span class="bad">${esc(d.error)}</span>` : ""}`).join("<br>") || "–"}</td>
+      <td class="num">${bytes(b.bytes)}</td><td class="num">${b.replicas}</td><td class="num">${b.leaders}</td>
+      <td class="num ${b.imbalance ? "warn" : ""}">${b.imbalance} of ${b.preferred} (${b.imbalance_pct} %)</td>
+    </tr>`).join("");
+  const list = (name, xs) => `<div><b>${name}</b>: <span class="${xs.length ? "bad" : "ok"}">${xs.length}</span>
+    ${xs.length ? `<ul>${xs.slice(0, 50).map((x) => `<li>${esc(x)}</li>`).join("")}${xs.length > 50 ? `<li>… ${xs.length - 50} more</li>` : ""}</ul>` : ""}</div>`;
+  const h = s.health || {};
+  return `
+    <p class="muted">Cluster ${esc(s.cluster_id ?? "?")}, controller ${s.controller ?? "?"}</p>
+    <table id="brokers"><thead><tr><th>id</th><th>rack</th><th>endpoint</th><th>role</th><th>state</th><th>answer</th>
+      <th>log dirs</th><th>bytes</th><th>replicas</th><th>leaders</th><th>not preferred leader</th></tr></thead>
+      <tbody>${rows}</tbody></table>
+    <h2>Partitions</h2>
+    <div class="health" id="health">${list("Under-replicated", h.under_replicated || [])}
+      ${list("Under min ISR", h.under_min_isr || [])}${list("Offline", h.offline || [])}</div>`;
+}
+
+function renderTopics(s) {
+  if (!s.topics.length) return `<p class="muted">No topics.</p>`;
+  return s.topics.map((t) => `
+    <h2 id="topic-${esc(t.name)}" class="topic">${esc(t.name)} <span class="muted">${t.partitions.length} partitions, ${bytes(t.bytes)}</span></h2>
+    <table><thead><tr><th>partition</th><th>leader</th><th>replicas</th><th>ISR</th><th>offline</th><th>size</th><th>size per replica</th></tr></thead>
+    <tbody>${t.partitions.map((p) => `
+      <tr class="${p.under_replicated ? "warn" : ""}"><td class="num">${p.partition}</td>
+        <td class="num ${p.leader < 0 ? "bad" : ""}">${p.leader < 0 ? "none" : p.leader}</td>
+        <td>${ids(p.replicas)}</td><td>${ids(p.isr)}</td><td>${ids(p.offline)}</td><td class="num">${bytes(p.size)}</td>
+        <td>${Object.entries(p.sizes).map(([b, n]) => `${b}: ${bytes(n)}`).join(", ") || "–"}</td></tr>`).join("")}
+    </tbody></table>`).join("");
+}
+
+function renderReassignments(s) {
+  const r = s.reassignments || {};
+  if (!r.available) return `<p class="bad">The controller's list of reassignments could not be read (see the errors above).</p>`;
+  const o = r.overall;
+  const completed = (r.completed || []).filter((c) => c.ended_at >= openedAt);
+  // Nothing in flight and something finished since the page opened: the whole job is done.
+  const overallShare = o.moves ? o.share : (completed.length ? 1 : 0);
+  const th = r.throttle || {};
+  const throttleText = th.mixed ? "differs between brokers" : th.rate ? `${bytes(Number(th.rate))}/s` : "none";
+  const controls = READ_ONLY ? `<p class="muted">Read-only console: no writes.</p>` : `
+    <div class="controls write">
+      <label>Throttle (B/s) <input id="throttle-rate" type="number" min="1" step="1" value="${esc(th.rate ?? "")}"></label>
+      <button id="throttle-set" class="write" data-action="throttle">Set throttle</button>
+      <button id="throttle-remove" class="write" data-action="unthrottle">Remove throttle</button>
+      <button id="cancel-all" class="write danger" data-action="cancel-all" ${o.moves ? "" : "disabled"}>Cancel all</button>
+    </div>`;
+  const moves = r.moves.map((m) => `
+    <tr id="move-${esc(m.topic)}-${m.partition}" class="move" data-topic="${esc(m.topic)}" data-partition="${m.partition}">
+      <td>${esc(m.topic)}-${m.partition}</td><td>${ids(m.from)} → ${ids(m.to)}</td>
+      <td>${ids(m.adding)}</td><td>${ids(m.removing)}</td>
+      <td>${m.queued ? `<span class="tag">queued</span>` : ""}${m.throttled ? `<span class="tag throttled">throttled</span>` : ""}</td>
+      <td>${bar(m.share)}</td><td class="num">${bytes(m.copied)} of ${bytes(m.total)}</td>
+      <td class="num">${m.rate === null ? "–" : bytes(m.rate) + "/s"}${m.rate_source === "estimate" && m.rate !== null ? ' <span class="muted">(est.)</span>' : ""}</td>
+      <td class="num eta">${duration(m.eta_s)}</td>
+      ${READ_ONLY ? "" : `<td><button class="write danger cancel" data-action="cancel">Cancel</button></td>`}
+    </tr>`).join("");
+  const done = completed.map((c) => `
+    <tr id="done-${esc(c.topic)}-${c.partition}" class="completed"><td>${esc(c.topic)}-${c.partition}</td>
+      <td>${ids(c.from)} → ${ids(c.to)}</td><td class="${c.outcome === "completed" ? "ok" : "warn"}">${esc(c.outcome)}</td>
+      <td>${bar(c.outcome === "completed" ? 1 : c.share)}</td><td>${new Date(c.ended_at * 1000).toLocaleTimeString()}</td></tr>`).join("");
+  return `
+    <div id="overall">${bar(overallShare, `${(overallShare * 100).toFixed(1)} % · ${bytes(o.copied)} of ${bytes(o.total)} · ETA ${duration(o.moves ? o.eta_s : 0)}`, "wide")}</div>
+    <p class="muted">${o.moves} partition${o.moves === 1 ? "" : "s"} moving; throttle ${throttleText}${s.metrics ? "" : "; rates estimated by the console (no --metrics given)"}</p>
+    ${controls}
+    <table id="moves"><thead><tr><th>partition</th><th>from → to</th><th>adding</th><th>removing</th><th></th>
+      <th>progress</th><th>copied</th><th>rate</th><th>ETA</th>${READ_ONLY ? "" : "<th></th>"}</tr></thead>
+      <tbody>${moves || `<tr><td colspan="10" class="muted">No reassignment in flight.</td></tr>`}</tbody></table>
+    <h2>Completed since the page opened</h2>
+    <table id="completed"><thead><tr><th>partition</th><th>from → to</th><th>outcome</th><th>progress</th><th>ended</th></tr></thead>
+      <tbody>${done || `<tr><td colspan="5" class="muted">None yet.</td></tr>`}</tbody></table>`;
+}
+
+const RENDER = {cluster: renderCluster, topics: renderTopics, reassignments: renderReassignments};
+
+function render(s) {
+  lastSnapshot = s;
+  if (openedAt === null && s.taken_at) openedAt = s.taken_at;
+  lastUpdate = Date.now();
+  const errors = document.getElementById("errors");
+  errors.hidden = !s.errors.length;
+  errors.innerHTML = s.errors.map((e) => `<div>${esc(e)}</div>`).join("");
+  const content = document.getElementById("content");
+  if (s.taken_at) {
+    const focused = document.activeElement && document.activeElement.id === "throttle-rate";
+    content.innerHTML = RENDER[PAGE](s);
+    sizeBars(content);
+    const input = document.getElementById("throttle-rate");
+    if (input && throttleDraft !== null) input.value = throttleDraft;
+    if (input && focused) input.focus();
+  }
+  updateStatus();
+}
+
+function updateStatus(state) {
+  const el = document.getElementById("status");
+  const age = lastSnapshot && lastSnapshot.taken_at ? (Date.now() / 1000 - lastSnapshot.taken_at) : null;
+  const stale = age !== null && age > 10;
+  el.className = "status" + (stale || state === "lost" ? " stale" : "");
+  el.textContent = (state === "lost" ? "connection to the console lost, retrying · " : "") +
+    (age === null ? "waiting for the cluster" : `updated ${age.toFixed(0)} s ago${stale ? " (the cluster is slow to answer)" : ""}`) +
+    (READ_ONLY ? " · read-only" : "");
+}
+
+function notice(text, bad = false) {
+  const el = document.getElementById("notice");
+  el.hidden = !text;
+  el.className = bad ? "errors" : "notice";
+  el.textContent = text || "";
+}
+
+async function post(path, body) {
+  try {
+    const resp = await fetch(path, {method: "POST", headers: {"Content-Type": "application/json", "X-CSRF-Token": CSRF},
+                                    body: JSON.stringify(body), credentials: "same-origin"});
+    const answer = await resp.json().catch(() => ({}));
+    if (!resp.ok) { notice(`Refused (${resp.status}): ${answer.error || resp.statusText}`, true); return null; }
+    return answer;
+  } catch (e) {
+    notice(`The console did not answer: ${e}`, true);
+    return null;
+  }
+}
+
+document.addEventListener("input", (ev) => { if (ev.target.id === "throttle-rate") throttleDraft = ev.target.value; });
+
+// One listener for every button, so buttons re-rendered each second keep working.
+document.addEventListener("click", async (ev) => {
+  const btn = ev.target.closest("button[data-action]");
+  if (!btn || READ_ONLY) return;
+  const action = btn.dataset.action;
+  if (action === "cancel") {
+    const row = btn.closest("tr");
+    const tp = {topic: row.dataset.topic, partition: Number(row.dataset.partition)};
+    const a = await post("/api/cancel", {partitions: [tp]});
+    if (a) notice(`Cancelled the reassignment of ${tp.topic}-${tp.partition}: it returns to its original replicas.`);
+  } else if (action === "cancel-all") {
+    if (!window.confirm("Cancel every reassignment in flight?")) return;
+    const a = await post("/api/cancel", {all: true});
+    if (a) notice(`Cancelled ${Object.keys(a.results).length} reassignment(s).`);
+  } else if (action === "throttle") {
+    const rate = Number(document.getElementById("throttle-rate").value);
+    if (!Number.isInteger(rate) || rate < 1) { notice("The throttle must be a whole number of bytes per second.", true); return; }
+    const a = await post("/api/throttle", {rate});
+    if (a) { throttleDraft = null; notice(a.done.join("; ")); }
+  } else if (action === "unthrottle") {
+    const a = await post("/api/throttle", {rate: null});
+    if (a) notice(a.done.join("; "));
+  }
+});
+
+fetch("/api/snapshot").then((r) => r.json()).then(render).catch(() => updateStatus("lost"));
+const events = new EventSource("/api/events");
+events.addEventListener("snapshot", (ev) => render(JSON.parse(ev.data)));
+events.onerror = () => updateStatus("lost");  // EventSource reconnects by itself
+setInterval(() => updateStatus(), 1000);

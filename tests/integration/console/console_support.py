@@ -1,0 +1,93 @@
+"""A console process and a headless chromium for the console's browser tests."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from headwater.admin.local import free_port
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+# Root needs --no-sandbox; the rest keeps chromium from reaching for a network this machine lacks.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1500,1100"]
+
+
+class ConsoleProcess:
+    """``headwater console`` on a free loopback port, stopped by its PID."""
+
+    def __init__(self, bootstrap: str, log_path: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "headwater", "console", "--bootstrap-server", bootstrap,
+             "--listen", f"127.0.0.1:{self.port}", "--kafka-timeout", "3", *extra],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if self.get_json("/healthz")["version"] > 0:  # the first snapshot is in
+                    break
+            except (OSError, urllib.error.URLError):
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"the console did not start: {log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def get_json(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def post(self, path: str, body: object, token: str | None) -> tuple[int, Any]:
+        headers = {"Content-Type": "application/json"}
+        if token is not None:
+            headers["X-CSRF-Token"] = token
+        req = urllib.request.Request(self.url + path, json.dumps(body).encode(), headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+    def token(self) -> str:
+        """The CSRF token, read from a page as the page's own script reads it."""
+        with urllib.request.urlopen(self.url + "/reassignments", timeout=10) as resp:
+            page = resp.read().decode()
+        marker = '<meta name="csrf-token" content="'
+        start = page.index(marker) + len(marker)
+        return page[start:page.index('"', start)]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        with contextlib.suppress(OSError):
+            self._log.close()
+
+
+def chromium(user_data_dir: Path) -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in CHROMIUM_ARGS:
+        options.add_argument(arg)
+    options.add_argument(f"--user-data-dir={user_data_dir}")  # fresh: no profile left by another run
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)

@@ -1,0 +1,218 @@
+"""The operator console in a real browser against a real cluster (issue 20's first slice).
+
+Four brokers with their metrics endpoints, the console as ``python -m headwater console`` (one
+writable, one ``--read-only``), Debian's chromium through selenium. Each page loads and shows the
+cluster; a throttled reassignment shows a progress bar that moves and reaches 100 %; a cancel from
+the page reverts a partition (checked with Metadata); the throttle is changed from the page; the
+read-only console shows no write controls and refuses a cancel; a POST without the CSRF token is
+refused. Screenshots of every page go to the module's temporary directory and are named in the
+output.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
+from confluent_kafka import Producer
+from console_support import ConsoleProcess, chromium
+
+from headwater.admin.client import AdminClient
+from headwater.admin.local import free_port
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "moving"
+OTHER = "steady"
+PARTITION_BYTES = 3 * 1024 * 1024
+SLOW_THROTTLE = 250_000  # B/s: several seconds per partition, so the page sees the copy move
+FAST_THROTTLE = 50_000_000
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("console")
+
+
+@pytest.fixture(scope="module")
+def cluster(workdir: Path) -> Iterator[LocalCluster]:
+    c = start_cluster(workdir / "cluster", 4, broker_props=lambda _b, _p: {"metrics.port": str(free_port())})
+    try:
+        c.create_topic(OTHER, 3, 3)
+        run_cli("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", TOPIC,
+                "--replica-assignment", "1:2,1:2")
+        producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 20, "log_level": 3})
+        value = b"x" * 10240
+        for i in range(2 * PARTITION_BYTES // len(value)):
+            while True:
+                try:
+                    producer.produce(TOPIC, value=value, partition=i % 2)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        assert producer.flush(120) == 0
+        c.wait_full_isr([TOPIC], 2)
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def console(cluster: LocalCluster, workdir: Path) -> Iterator[ConsoleProcess]:
+    metrics = [arg for b in cluster.brokers.values()
+               for arg in ("--metrics", f"http://127.0.0.1:{b.props['metrics.port']}/metrics")]
+    proc = ConsoleProcess(cluster.bootstrap, workdir / "console.log", *metrics)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def read_only_console(cluster: LocalCluster, workdir: Path) -> Iterator[ConsoleProcess]:
+    proc = ConsoleProcess(cluster.bootstrap, workdir / "console-ro.log", "--read-only")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(workdir: Path) -> Iterator[Any]:
+    driver = chromium(workdir / "chromium-profile")
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def screenshot(driver: Any, workdir: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = workdir / f"console-{name}.png"
+    driver.save_screenshot(str(path))
+    with capsys.disabled():
+        print(f"\nscreenshot: {path}")
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def wait_css(driver: Any, selector: str, timeout_s: float = 30) -> Any:
+    return wait_for(lambda: (css(driver, selector) or [None])[0], timeout_s, f"{selector} on the page")
+
+
+def replicas(cluster: LocalCluster, topic: str) -> dict[int, list[int]]:
+    """Through a Kafka client: the partitions' replicas in a broker's Metadata."""
+    with AdminClient(cluster.bootstrap) as client:
+        meta = client.refresh([topic])
+    return {p.partition_index: list(p.replica_nodes) for t in meta.topics for p in t.partitions}
+
+
+def test_pages_show_the_cluster(console: ConsoleProcess, browser: Any, workdir: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    browser.get(console.url + "/cluster")
+    wait_for(lambda: len(css(browser, "#brokers tr.broker")) == 4, 30, "four brokers on the Cluster page")
+    rows = {r.get_attribute("id"): r.text for r in css(browser, "#brokers tr.broker")}
+    assert set(rows) == {"broker-1", "broker-2", "broker-3", "broker-4"}
+    assert all("alive" in text for text in rows.values()), rows
+    assert sum("controller" in text for text in rows.values()) == 1, rows
+    assert "Under-replicated: 0" in css(browser, "#health")[0].text
+    screenshot(browser, workdir, "cluster", capsys)
+
+    browser.get(console.url + "/topics")
+    wait_css(browser, f"#topic-{TOPIC}")
+    assert css(browser, f"#topic-{OTHER}")
+    text = css(browser, "#content")[0].text
+    assert "3.0 MiB" in text or "MiB" in text, text  # partition sizes from DescribeLogDirs
+    screenshot(browser, workdir, "topics", capsys)
+
+
+def test_reassignment_progress_cancel_and_throttle(cluster: LocalCluster, console: ConsoleProcess, browser: Any,
+                                                   workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(console.url + "/reassignments")
+    wait_css(browser, "#moves")
+    plan = workdir / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": TOPIC, "partition": 0, "replicas": [3, 4]}, {"topic": TOPIC, "partition": 1, "replicas": [3, 4]}]}))
+    run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan),
+            "--execute", "--throttle", str(SLOW_THROTTLE))
+
+    # Both moves show, live (no reload), throttled, with their progress bars.
+    wait_css(browser, f"#move-{TOPIC}-0 .bar")
+    wait_css(browser, f"#move-{TOPIC}-1 .bar")
+    assert "throttled" in css(browser, f"#move-{TOPIC}-0")[0].text
+    shares: list[float] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len({s for s in shares if 0 < s < 100}) < 3:
+        bars = css(browser, f"#move-{TOPIC}-0 .bar")
+        if bars:
+            shares.append(float(bars[0].get_attribute("data-share")))
+        time.sleep(0.5)
+    moving = [s for s in shares if 0 < s < 100]
+    assert len(set(moving)) >= 3, f"the progress bar did not move: {shares}"
+    assert moving == sorted(moving), f"the progress bar went back: {shares}"
+    screenshot(browser, workdir, "reassignments-moving", capsys)
+
+    # Cancel partition 1 from the page: it returns to its original replicas.
+    browser.find_element(By.CSS_SELECTOR, f"#move-{TOPIC}-1 button.cancel").click()
+    wait_for(lambda: sorted(replicas(cluster, TOPIC)[1]) == [1, 2] and not css(browser, f"#move-{TOPIC}-1"),
+             60, "partition 1 back on [1, 2]")
+    assert replicas(cluster, TOPIC)[1] == [1, 2]
+    wait_for(lambda: "cancelled" in (css(browser, f"#done-{TOPIC}-1") or [None])[0].text, 30,
+             "the cancelled move among the completed ones")
+
+    # Raise the throttle from the page; the brokers of the move get the new rate.
+    rate = browser.find_element(By.ID, "throttle-rate")
+    rate.clear()
+    rate.send_keys(str(FAST_THROTTLE))
+    browser.find_element(By.ID, "throttle-set").click()
+    wait_for(lambda: f"follower.replication.throttled.rate={FAST_THROTTLE}" in run_cli(
+        "configs", "--bootstrap-server", cluster.bootstrap, "--describe", "--entity-type", "brokers",
+        "--entity-name", "3"), 30, "broker 3 with the new throttle")
+
+    # Partition 0 finishes: 100 % overall and in the completed list.
+    wait_for(lambda: not css(browser, f"#move-{TOPIC}-0"), 120, "partition 0's move to finish")
+    wait_for(lambda: "completed" in css(browser, f"#done-{TOPIC}-0")[0].text, 30, "partition 0 completed")
+    wait_for(lambda: css(browser, "#overall .bar")[0].get_attribute("data-share") == "100.0", 30, "the overall bar at 100 %")
+    assert css(browser, f"#done-{TOPIC}-0 .bar")[0].get_attribute("data-share") == "100.0"
+    assert sorted(replicas(cluster, TOPIC)[0]) == [3, 4]
+    screenshot(browser, workdir, "reassignments-done", capsys)
+
+
+def test_read_only_console_refuses_writes(cluster: LocalCluster, read_only_console: ConsoleProcess, browser: Any,
+                                          workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = workdir / "plan-ro.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": TOPIC, "partition": 1, "replicas": [3, 4]}]}))
+    run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan),
+            "--execute", "--throttle", str(SLOW_THROTTLE))
+    try:
+        browser.get(read_only_console.url + "/reassignments")
+        wait_css(browser, f"#move-{TOPIC}-1 .bar")
+        assert not css(browser, "button"), "a read-only console shows no buttons"
+        assert not css(browser, "#throttle-rate")
+        screenshot(browser, workdir, "reassignments-read-only", capsys)
+        status, answer = read_only_console.post("/api/cancel", {"all": True}, read_only_console.token())
+        assert status == 403, answer
+        status, answer = read_only_console.post("/api/throttle", {"rate": 1000}, read_only_console.token())
+        assert status == 403, answer
+        assert any(m["partition"] == 1 for m in read_only_console.get_json("/api/snapshot")["reassignments"]["moves"])
+    finally:
+        run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan), "--cancel")
+
+
+def test_post_without_csrf_token_is_refused(console: ConsoleProcess) -> None:
+    status, answer = console.post("/api/cancel", {"all": True}, None)
+    assert status == 403 and "CSRF" in answer["error"], (status, answer)
+    status, answer = console.post("/api/throttle", {"rate": 1000}, "not-the-token")
+    assert status == 403, (status, answer)
+    status, _ = console.post("/api/throttle", {"rate": "fast"}, console.token())
+    assert status == 400  # the token alone passes the guard; the body is still checked
