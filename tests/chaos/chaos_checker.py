@@ -25,6 +25,9 @@ Checks:
   acknowledged on its current incarnation, where acknowledged, and nothing of an earlier incarnation
   of its name (a recreated topic starts empty); a created topic never vanishes without a delete.
   Records acknowledged on an incarnation that was later deleted are not "lost".
+* transactions (the transactional workload, ``chaos_txn_checker``): no aborted value read committed,
+  no committed value lost, each transaction all or nothing, no value read twice; and the
+  transactional topic's replicas and leader epochs checked as the chaos topic's are.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+from chaos_txn_checker import Txn, TxnFinal, check_txns, txn_stats
 
 MAX_LISTED = 8  # per kind of violation: enough to see the pattern, short enough to read
 
@@ -100,6 +105,7 @@ class History:
     sent_at: dict[int, float] = field(default_factory=dict)  # seq -> time.monotonic() when handed to the producer
     acked_at: dict[int, float] = field(default_factory=dict)  # seq -> time.monotonic() when its acknowledgement came
     churn: dict[str, list[Incarnation]] = field(default_factory=dict)  # topic name -> its incarnations in order
+    txns: list[Txn] = field(default_factory=list)  # the transactional workload's, in the order they ran
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,7 @@ class FinalState:
     replicas: dict[int, dict[int, ReplicaLog]]  # partition -> broker -> its log
     ongoing: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # p -> (adding, removing)
     churn: dict[str, ChurnFinal] = field(default_factory=dict)  # churn topic name -> its final state
+    txn: TxnFinal | None = None  # the transactional topic, when the transactional workload ran
 
 
 @dataclass
@@ -144,7 +151,10 @@ class Verdict:
                 f"{s['sent']} sent, {s['acked']} acknowledged, {s['errors']} failed, "
                 f"{s['consumed']} read back, {s['batches_compared']} batches compared over {s['replicas']} replicas, "
                 f"{s['reassignments']} reassigned partitions checked"
-                + (f", {s['churn_incarnations']} churn topic incarnations" if s.get("churn_incarnations") else ""))
+                + (f", {s['churn_incarnations']} churn topic incarnations" if s.get("churn_incarnations") else "")
+                + (f", {s['txns']} transactions ({s['txns_committed']} committed, {s['txns_aborted']} aborted, "
+                   f"{s['txns_unknown']} unknown; {s['txn_read_committed']} values read committed)"
+                   if s.get("txns") else ""))
         if self.ok:
             return f"{head}\n  OK: no violation"
         lines = [head, f"  VIOLATIONS ({sum(len(v) for v in self.violations.values())}):"]
@@ -212,13 +222,17 @@ def check(history: History, final: FinalState) -> Verdict:
     _check_epochs(history, final, v)
     _check_reassignments(history, final, v)
     _check_churn(history, final, v)
+    if final.txn is not None:
+        check_txns(history.txns, final.txn, v)
+        _check_txn_replicas(final.txn, v)
 
     replicas = sum(len(r) for r in final.replicas.values())
     compared = sum(len(log.batches) for logs in final.replicas.values() for log in logs.values())
     stats = dict(sent=len(history.sent), acked=len(history.acks), errors=len(history.errors),
                  consumed=sum(len(r) for r in final.consumed.values()), replicas=replicas, batches_compared=compared,
                  reassignments=len(history.reassignments),
-                 churn_incarnations=sum(len(x) for x in history.churn.values()))
+                 churn_incarnations=sum(len(x) for x in history.churn.values()),
+                 **txn_stats(history.txns, final.txn))
     return Verdict(history.seed, history.nemesis, {k: list(x) for k, x in v.items() if x}, stats)
 
 
@@ -275,8 +289,29 @@ def _first_difference(a: list[BatchInfo], b: list[BatchInfo]) -> str:
     return "same batches"
 
 
+def _check_txn_replicas(txn: TxnFinal, v: dict[str, list[str]]) -> None:
+    """The transactional topic's replicas, as the chaos topic's: same batches (markers included) below
+    the high watermark, one leader per epoch. Reported under the same kinds, naming the topic."""
+    sub: dict[str, list[str]] = defaultdict(list)
+    _check_replicas(FinalState({}, txn.high_watermark, txn.assignment, txn.replicas), sub)
+    _check_log_epochs(txn.replicas, sub)
+    for kind, items in sub.items():
+        v[kind] += [f"transactional topic: {x}" for x in items]
+
+
 def _check_epochs(history: History, final: FinalState, v: dict[str, list[str]]) -> None:
-    for p, logs in sorted(final.replicas.items()):
+    _check_log_epochs(final.replicas, v)
+    leader_of: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for p, epoch, leader in history.leaders_seen:
+        if leader >= 0:
+            leader_of[(p, epoch)].add(leader)
+    for (p, epoch), leaders in sorted(leader_of.items()):
+        if len(leaders) > 1:
+            v["epochs"].append(f"partition {p}: ZooKeeper named leaders {sorted(leaders)} for leader epoch {epoch}")
+
+
+def _check_log_epochs(replicas: dict[int, dict[int, ReplicaLog]], v: dict[str, list[str]]) -> None:
+    for p, logs in sorted(replicas.items()):
         by_epoch: dict[int, set[BatchInfo]] = defaultdict(set)
         for broker, log in sorted(logs.items()):
             prev = -1
@@ -295,13 +330,6 @@ def _check_epochs(history: History, final: FinalState, v: dict[str, list[str]]) 
                     v["epochs"].append(f"partition {p}: two different batches in leader epoch {epoch}: offsets "
                                        f"{x.base_offset}-{x.last_offset} crc {x.crc:08x} and "
                                        f"{y.base_offset}-{y.last_offset} crc {y.crc:08x} (two leaders in one epoch)")
-    leader_of: dict[tuple[int, int], set[int]] = defaultdict(set)
-    for p, epoch, leader in history.leaders_seen:
-        if leader >= 0:
-            leader_of[(p, epoch)].add(leader)
-    for (p, epoch), leaders in sorted(leader_of.items()):
-        if len(leaders) > 1:
-            v["epochs"].append(f"partition {p}: ZooKeeper named leaders {sorted(leaders)} for leader epoch {epoch}")
 
 
 def _check_reassignments(history: History, final: FinalState, v: dict[str, list[str]]) -> None:

@@ -25,6 +25,10 @@ Nemeses (``NEMESES``), each applied for a few seconds per round, then healed:
 
 With ``controller_share`` (``make chaos`` uses 0.3) that share of the leader-aimed faults hits the
 active controller instead.
+
+With ``txn``, a transactional workload writes to a topic of its own (``TXN_TOPIC``) beside the
+producer; the faults aim at the chaos topic's leaders, which often lead its partitions or the
+transaction coordinator's too.
 """
 
 from __future__ import annotations
@@ -41,20 +45,25 @@ from pathlib import Path
 
 from chaos_checker import ChurnFinal, FinalState, History, Verdict, check
 from chaos_hosts import ZK_NODE, ChaosCluster, broker_node, fill_disk, start_chaos_cluster
+from chaos_txn_checker import TxnFinal
 from chaos_workload import (
     ChurnWorkload,
     LeaderWatcher,
     ProducerWorkload,
     ReassignmentWorkload,
+    TransactionalWorkload,
     churn_dirs,
     consume_all,
+    read_isolated,
     read_replica_logs,
+    wait_stable,
 )
 from cluster_support import wait_for
 
 NEMESES = ("leader-followers", "leader-zk", "one-way", "pause", "loss", "kill", "disk-full")
 SMALL_DISK_KIB = 32 * 1024  # each broker's tmpfs log dir, for disk-full (and mixed)
 TOPIC = "chaos"
+TXN_TOPIC = "chaos-txn"  # the transactional workload's
 SESSION_TIMEOUT_MS = 4000
 SETTLE_S = 2.0
 CHAOS_PROPS = {
@@ -62,6 +71,9 @@ CHAOS_PROPS = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "replica.lag.time.max.ms": "3000",
     "min.insync.replicas": "2",
+    # __transaction_state (created at the transactional workload's first use): 5 partitions, not
+    # 50, for a quick start on a small machine; one of them coordinates the workload's id anyway.
+    "transaction.state.log.num.partitions": "5",
 }
 
 
@@ -78,6 +90,7 @@ class Scenario:
     partitions: int = 3
     rate_per_s: float = 300.0
     churn: bool = False  # the topic create/delete workload
+    txn: bool = False  # the transactional workload
 
 
     @property
@@ -108,13 +121,18 @@ class Outcome:
     def report(self) -> str:
         lines = [str(self.verdict)]
         lines += [f"  - liveness: {x}" for x in self.liveness]
-        lines += [f"  nemesis: {e}" for e in self.history.events if not e.startswith(("reassign", "churn"))]
+        lines += [f"  nemesis: {e}" for e in self.history.events if not e.startswith(("reassign", "churn", "txn"))]
         reassigns = [e for e in self.history.events if e.startswith("reassign")]
         if reassigns:
             lines.append(f"  reassignment workload: {len(reassigns)} requests, e.g. {reassigns[:3]}")
         churn = [e for e in self.history.events if e.startswith("churn")]
         if churn:
             lines.append(f"  churn workload: {len(churn)} steps, e.g. {churn[:3]}")
+        if self.history.txns:
+            txn = [e for e in self.history.events if e.startswith("txn")]
+            producers = max(t.producer for t in self.history.txns)
+            lines.append(f"  transactional workload: {len(self.history.txns)} transactions, {producers} producer(s), "
+                         f"{len(txn)} errors and retries" + (f", e.g. {txn[:3]}" if txn else ""))
         return "\n".join(lines)
 
 
@@ -334,7 +352,11 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
     try:
         progress(f"cluster up: {cluster.bootstrap}")
         cluster.create_topic(TOPIC, scenario.partitions, 3)
-        cluster.wait_full_isr([TOPIC], scenario.partitions, timeout_s=30)
+        topics = [TOPIC]
+        if scenario.txn:
+            cluster.create_topic(TXN_TOPIC, scenario.partitions, 3)
+            topics.append(TXN_TOPIC)
+        cluster.wait_full_isr(topics, scenario.partitions, timeout_s=30)
         assert cluster.zk is not None
         watcher = LeaderWatcher(cluster.zk.connect, TOPIC, scenario.partitions, history).start()
         bootstrap = cluster.bootstrap
@@ -342,6 +364,8 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
         reassigner = None
         churner = None
         churn_final: dict[str, ChurnFinal] = {}
+        txn = None
+        txn_final = None
         nemesis = Nemesis(cluster, scenario, rng, history)
         try:
             # The workloads' threads end on every path, so nothing keeps talking to a stopped cluster.
@@ -354,6 +378,13 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
                 # Its own generator, so that turning it on leaves the nemesis schedule as it was.
                 churner = ChurnWorkload(bootstrap, cluster.zk.connect, history,
                                         random.Random(f"churn/{scenario.nemesis}/{scenario.seed}")).start()
+            if scenario.txn:
+                # Its own generator too. Its init_transactions creates __transaction_state.
+                txn = TransactionalWorkload(bootstrap, TXN_TOPIC, history,
+                                            random.Random(f"txn/{scenario.nemesis}/{scenario.seed}"),
+                                            scenario.partitions).start()
+                if not txn.wait_committed(1, timeout_s=60):
+                    liveness.append("no transaction committed within 60 s of the start, before any fault")
             liveness += nemesis.run(producer)
             progress(f"faults done, {producer.acked} acknowledged")
             if reassigner is not None:
@@ -372,30 +403,60 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
                 churner.stop()
                 churn_final, problems = churner.final_state(cluster.kazoo)
                 liveness += problems
+            if txn is not None:
+                # Transactions must commit again once the faults are gone.
+                if not txn.wait_committed(txn.committed + 3, timeout_s=60):
+                    liveness.append("no 3 transactions committed within 60 s after the last fault")
+                txn.finish()
+                if txn.fatal:
+                    liveness.append(f"the transactional workload failed: {txn.fatal}")
             remaining = producer.finish(timeout_s=60)
             if producer.fatal:
                 liveness.append(f"the producer (librdkafka) stopped on a fatal error: {producer.fatal}")
             if remaining:
                 liveness.append(f"{remaining} messages unanswered 60 s after the producer stopped")
             try:
-                cluster.wait_full_isr([TOPIC], scenario.partitions, timeout_s=60)
+                cluster.wait_full_isr(topics, scenario.partitions, timeout_s=60)
             except AssertionError as exc:
                 liveness.append(str(exc))
             consumed, hw = consume_all(cluster.bootstrap, TOPIC, scenario.partitions)
             assignment, ongoing = topic_assignment(cluster)
+            if txn is not None:
+                txn_final = _read_txn_topic(cluster, scenario.partitions, liveness)
         finally:
             if reassigner is not None:
                 reassigner.stop()
             if churner is not None:
                 churner.stop()
             producer.finish(timeout_s=1)
+            if txn is not None:
+                txn.finish(timeout_s=5)
             watcher.stop()
     finally:
         cluster.stop()
     replicas = read_replica_logs({b: cluster.log_dirs(b) for b in cluster.brokers}, TOPIC, scenario.partitions)
     churn_dirs({b: cluster.log_dirs(b) for b in cluster.brokers}, churn_final)
-    final = FinalState(consumed, hw, assignment, replicas, ongoing, churn_final)
+    if txn_final is not None:
+        txn_final.replicas = read_replica_logs({b: cluster.log_dirs(b) for b in cluster.brokers}, TXN_TOPIC,
+                                               scenario.partitions)
+    final = FinalState(consumed, hw, assignment, replicas, ongoing, churn_final, txn_final)
     return Outcome(check(history, final), history, final, liveness, nemesis.windows, nemesis.faults)
+
+
+def _read_txn_topic(cluster: ChaosCluster, partitions: int, liveness: list[str]) -> TxnFinal:
+    """The transactional topic read_committed and read_uncommitted, once no transaction is open on it
+    (the workload closed its last one; a transaction left open would hold read_committed back)."""
+    still_open = wait_stable(cluster.bootstrap, TXN_TOPIC, partitions, timeout_s=60)
+    if still_open:
+        liveness.append(f"a transaction still open on {TXN_TOPIC} 60 s after the workload stopped: "
+                        + ", ".join(f"partition {p} last stable offset {lso}, high watermark {hw}"
+                                    for p, (lso, hw) in sorted(still_open.items())))
+    committed, _lso = read_isolated(cluster.bootstrap, TXN_TOPIC, partitions, "read_committed")
+    uncommitted, hw = read_isolated(cluster.bootstrap, TXN_TOPIC, partitions, "read_uncommitted")
+    found = cluster.zk_json(f"/brokers/topics/{TXN_TOPIC}")
+    assert found is not None, f"topic {TXN_TOPIC} has no znode"
+    assignment = {int(p): tuple(r) for p, r in found[0]["partitions"].items()}
+    return TxnFinal(committed, uncommitted, hw, assignment)
 
 
 def _wait_no_reassignment(cluster: ChaosCluster, timeout_s: float) -> bool:

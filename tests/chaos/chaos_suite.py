@@ -1,4 +1,5 @@
-"""``make chaos``: every nemesis over many seeds, with the reassignment workload, outside CI.
+"""``make chaos``: every nemesis over many seeds, with the reassignment, topic create/delete and transactional
+workloads, outside CI.
 
 Environment:
   CHAOS_SEEDS     how many seeds (``20`` = 1..20), a range (``5-9``) or a list (``3,7,9``); default 5
@@ -7,6 +8,7 @@ Environment:
   CHAOS_REASSIGN  ``0`` to run without the reassignment workload; default on
   CHAOS_ROUNDS    faults per run; default 3
   CHAOS_CHURN     ``0`` to run without the topic create/delete workload; default on
+  CHAOS_TXN       ``0`` to run without the transactional workload; default on
   CHAOS_JSON      a file to append one JSON line per run to (verdict, seed, each fault's unavailability
                   window); ``benchmarks/unavailability.py --from FILE`` summarizes it
 
@@ -66,6 +68,7 @@ def main() -> int:
     reassign = os.environ.get("CHAOS_REASSIGN", "1") != "0"
     rounds = int(os.environ.get("CHAOS_ROUNDS", "3"))
     churn = os.environ.get("CHAOS_CHURN", "1") != "0"
+    txn = os.environ.get("CHAOS_TXN", "1") != "0"
     json_path = os.environ.get("CHAOS_JSON")
     failed: list[str] = []
     windows: list[dict[str, object]] = []
@@ -76,7 +79,7 @@ def main() -> int:
             t0 = time.monotonic()
             try:
                 outcome = run_scenario(Scenario(nemesis, seed, rounds=rounds, reassign=reassign, controller_share=0.3,
-                                                churn=churn), data_dir,
+                                                churn=churn, txn=txn), data_dir,
                                        progress=lambda s: print(f"    {s}", file=sys.stderr, flush=True))
             except Exception as exc:  # the harness itself failed: keep going, report it
                 failed.append(f"{nemesis} seed {seed}: harness error {type(exc).__name__}: {exc}")
@@ -99,8 +102,9 @@ def main() -> int:
             else:
                 print(f"  data kept in {data_dir}", flush=True)
                 failed.append(f"{nemesis} seed {seed} (data in {data_dir})")
+    workloads = [w for w, on in (("reassignments", reassign), ("topic churn", churn), ("transactions", txn)) if on]
     print(f"\n{runs} runs over seeds {seeds[0]}..{seeds[-1]} x {', '.join(nemeses)}"
-          f"{' with reassignments' if reassign else ''}: {len(failed)} failed")
+          f"{' with ' + ', '.join(workloads) if workloads else ''}: {len(failed)} failed")
     for f in failed:
         print(f"  FAILED {f}")
     for kind, row in summarize_windows(windows).items():

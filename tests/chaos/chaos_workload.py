@@ -11,9 +11,13 @@
   moves, as ``--verify`` does.
 * ``ChurnWorkload``: creates small topics, writes a few acks=all records to each, deletes them and
   creates the names again, recording each incarnation of each name.
+* ``TransactionalWorkload``: a producer with a transactional.id writing a few values per
+  transaction over the partitions of its own topic, committing or aborting each (seeded), recording
+  each transaction's values and outcome (committed, aborted or unknown).
 * ``LeaderWatcher``: polls each partition's state znode and records (partition, leader epoch, leader).
 
-And the final reads: ``consume_all`` (a consumer from offset 0 to the high watermark) and
+And the final reads: ``consume_all`` (a consumer from offset 0 to the high watermark),
+``read_isolated`` (the transactional topic, read_committed or read_uncommitted) and
 ``read_replica_logs`` (batch headers straight from the segment files, after the brokers stopped).
 """
 
@@ -38,6 +42,7 @@ from chaos_checker import (
     Reassignment,
     ReplicaLog,
 )
+from chaos_txn_checker import Txn
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.protocol.admin import DeleteTopicsRequest
 from kazoo.client import KazooClient
@@ -577,3 +582,237 @@ def churn_dirs(log_dirs: dict[int, list[Path]], final: dict[str, ChurnFinal]) ->
             state.partition_dirs[broker] = sorted(
                 d.name for log_dir in dirs for d in log_dir.glob(f"{name}-*")
                 if d.is_dir() and d.name[len(name) + 1:].isdigit())
+
+
+class TransactionalWorkload:
+    """One transaction at a time through a producer with a ``transactional.id``: a few unique values
+    spread over the topic's partitions, then commit or abort (the seed chooses; ``abort_share`` of
+    them aborted). Each transaction is recorded with its outcome as the client saw it (see
+    ``chaos_txn_checker``).
+
+    Errors: librdkafka retries most of them itself. A retriable error of commit or abort (a
+    timeout) calls it again; any other error before the commit aborts the transaction; when that is
+    not possible (fenced, fatal), a new producer with the same transactional.id is made, whose
+    init_transactions fences the old one and aborts what it left open (or finishes a commit
+    already prepared), so every transaction is closed before the next begins.
+    """
+
+    VALUES = (3, 6)  # per transaction, inclusive
+    OP_TIMEOUT_S = 30.0  # one call of init/commit/abort; a retriable failure calls it again
+    GIVE_UP_S = 90.0  # on one commit or abort before the outcome is unknown (or a new producer made)
+
+    def __init__(self, bootstrap: str, topic: str, history: History, rng: random.Random, partitions: int = 3,
+                 transactional_id: str = "chaos-txn", abort_share: float = 0.25, interval_s: float = 0.05) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.history = history
+        self.rng = rng
+        self.partitions = partitions
+        self.transactional_id = transactional_id
+        self.abort_share = abort_share
+        self.interval_s = interval_s  # between transactions: the machine's 2 cores are shared
+        self.producers = 0  # producer instances made (a new one after each fatal error)
+        self.fatal: str | None = None  # the workload itself failed; the run reports it
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos-txn", daemon=True)
+
+    def start(self) -> TransactionalWorkload:
+        self._thread.start()
+        return self
+
+    @property
+    def committed(self) -> int:
+        return sum(1 for t in list(self.history.txns) if t.outcome == "committed")
+
+    def wait_committed(self, count: int, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while self.committed < count and time.monotonic() < deadline and self.fatal is None:
+            time.sleep(0.05)
+        return self.committed >= count
+
+    def finish(self, timeout_s: float = 120.0) -> None:
+        """Stop after the current transaction (which still ends as chosen, and is closed)."""
+        self._stop.set()
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self.fatal = self.fatal or f"the transactional workload did not stop within {timeout_s:.0f} s"
+
+    def _event(self, what: str) -> None:
+        self.history.events.append(f"txn {what}")
+
+    def _run(self) -> None:
+        try:
+            producer = self._new_producer()
+            while not self._stop.wait(self.interval_s):
+                producer = self._one(producer)
+            producer.flush(5)
+        except Exception as exc:
+            self.fatal = f"{type(exc).__name__}: {exc}"
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "transactional.id": self.transactional_id,
+            "linger.ms": 5,
+            "retry.backoff.ms": 50,
+            # Longer than any fault (3-9 s) plus an election; a transaction left open longer than this
+            # is aborted by the coordinator, which the next commit sees as fenced (outcome unknown).
+            # librdkafka caps message.timeout.ms to it.
+            "transaction.timeout.ms": 30_000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "log_level": 2,
+        }
+
+    def _new_producer(self) -> Producer:
+        """A producer whose init_transactions went through: retried (on a fresh producer after a fatal
+        error) until it does, even after the stop, for a while: it is what closes the transaction an
+        old producer left."""
+        deadline = None
+        producer, made = None, False
+        while True:
+            if producer is None:
+                producer, made = Producer(self._config()), True
+                self.producers += 1
+            try:
+                producer.init_transactions(self.OP_TIMEOUT_S)
+                if made and self.producers > 1:
+                    self._event(f"producer #{self.producers} initialized (fences #{self.producers - 1})")
+                return producer
+            except KafkaException as exc:
+                err = exc.args[0]
+                self._event(f"producer #{self.producers} init_transactions: {err.name()}: {err.str()}")
+                if not err.retriable():
+                    producer = None
+            if self._stop.is_set():
+                deadline = deadline or time.monotonic() + self.GIVE_UP_S
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"init_transactions failed for {self.GIVE_UP_S:.0f} s after the stop")
+            time.sleep(0.5)
+
+    def _one(self, producer: Producer) -> Producer:
+        """Run one transaction to its end; return the producer for the next one."""
+        n = len(self.history.txns)
+        first = self.rng.randrange(self.partitions)
+        count = self.rng.randint(*self.VALUES)
+        # Round-robin from a random partition: with 3 or more values, every partition gets one.
+        values = [((first + i) % self.partitions, f"t{n}/{i}") for i in range(count)]
+        abort = self.rng.random() < self.abort_share
+        txn = Txn(n, values, producer=self.producers, note="chosen" if abort else "")
+        self.history.txns.append(txn)
+        commit_called = False
+        err: KafkaError | None = None
+        try:
+            producer.begin_transaction()
+            for partition, value in values:
+                def delivered(err: KafkaError | None, msg: Any, value: str = value) -> None:
+                    if err is None and msg.offset() is not None and msg.offset() >= 0:
+                        txn.delivered[value] = (msg.partition(), msg.offset())
+
+                producer.produce(self.topic, value=value.encode(), partition=partition, on_delivery=delivered)
+                producer.poll(0)
+            if abort:
+                # Written first, so the abort has records to hide: abort_transaction alone would
+                # purge them unsent (linger.ms) and the log would never hold them.
+                producer.flush(self.OP_TIMEOUT_S)
+                self._retrying(producer.abort_transaction)
+                txn.outcome = "aborted"
+            else:
+                commit_called = True
+                self._retrying(producer.commit_transaction)
+                txn.outcome = "committed"
+            return producer
+        except (KafkaException, BufferError) as exc:  # BufferError: produce() found the queue full
+            err = exc.args[0] if isinstance(exc, KafkaException) else None
+            reason = f"{err.name()}: {err.str()}" if err is not None else f"BufferError: {exc}"
+            # Before the commit was asked for, nothing can commit it any more: the abort below or
+            # the next producer's init_transactions ends it. After, the coordinator may have
+            # prepared the commit before the error.
+            txn.outcome, txn.note = ("unknown" if commit_called else "aborted"), reason
+            self._event(f"transaction {n} {txn.outcome}: {'commit' if commit_called else 'before commit'}: {reason}")
+        if err is None or not err.fatal():
+            try:
+                self._retrying(producer.abort_transaction)
+                return producer
+            except KafkaException as exc:
+                txn.note += f"; abort_transaction: {exc.args[0].name()}"
+                self._event(f"transaction {n} abort_transaction: {exc.args[0].name()}: {exc.args[0].str()}")
+        return self._new_producer()
+
+    def _retrying(self, call: Any) -> None:
+        """commit_transaction or abort_transaction, called again after a retriable error (a timeout:
+        librdkafka resumes where it was), for up to GIVE_UP_S."""
+        deadline = time.monotonic() + self.GIVE_UP_S
+        while True:
+            try:
+                call(self.OP_TIMEOUT_S)
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.fatal() or err.txn_requires_abort() or not err.retriable() or time.monotonic() > deadline:
+                    raise
+                self._event(f"{call.__name__} retried after {err.name()}")
+
+
+def read_isolated(bootstrap: str, topic: str, partitions: int, isolation: str, timeout_s: float = 60.0) -> tuple[
+        dict[int, list[tuple[int, str]]], dict[int, int]]:
+    """Every value of a transactional topic from offset 0 to its end, with ``isolation.level``
+    ``read_committed`` (the end is the last stable offset) or ``read_uncommitted`` (the high
+    watermark): ({partition: [(offset, value)]}, {partition: end}).
+
+    Ends by the partition-EOF events, not by the offsets read as ``consume_raw`` does: markers take
+    offsets and aborted records are skipped, so the last offset read may be well below the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-checker-{isolation}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True,
+                         "isolation.level": isolation, "log_level": 2})
+    try:
+        # ListOffsets with the consumer's isolation level: the last stable offset for read_committed.
+        end = {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]) for p in range(partitions)}
+        out: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        done: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while len(done) < partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{isolation} read of {topic} did not reach {end} for partitions "
+                                   f"{sorted(set(range(partitions)) - done)}")
+            for msg in consumer.consume(500, timeout=0.5):
+                err, p = msg.error(), msg.partition()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= end[p]:
+                            done.add(p)
+                        continue
+                    raise RuntimeError(f"consumer error: {err}")
+                if msg.offset() < end[p]:
+                    out[p].append((msg.offset(), bytes(msg.value() or b"").decode(errors="replace")))
+        return out, end
+    finally:
+        consumer.close()
+
+
+def wait_stable(bootstrap: str, topic: str, partitions: int, timeout_s: float) -> dict[int, tuple[int, int]]:
+    """Wait until no transaction is open on the topic (last stable offset = high watermark); returns
+    the partitions where it still is not, as {partition: (last stable offset, high watermark)}."""
+    def ends(isolation: str) -> dict[int, int]:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-lso", "isolation.level": isolation,
+                      "log_level": 2})
+        try:
+            return {p: int(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]) for p in range(partitions)}
+        finally:
+            c.close()
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            lso, hw = ends("read_committed"), ends("read_uncommitted")
+            open_ = {p: (lso[p], hw[p]) for p in range(partitions) if lso[p] != hw[p]}
+        except KafkaException as exc:  # a broker just back may not answer at once
+            open_ = {p: (-1, -1) for p in range(partitions)}
+            error = str(exc)
+        else:
+            error = ""
+        if not open_ or time.monotonic() > deadline:
+            if error and open_:
+                raise RuntimeError(f"could not read the ends of {topic}: {error}")
+            return open_
+        time.sleep(0.5)
