@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cluster_support import LocalCluster, start_cluster, wait_for
@@ -207,8 +208,13 @@ def test_metadata_naming_the_transaction_state_topic_creates_it_as_the_coordinat
     assert {k: configs[0]["config"].get(k) for k in ("cleanup.policy", "min.insync.replicas")} == {
         "cleanup.policy": "compact", "min.insync.replicas": "2"}
     T = MetadataRequest.MetadataRequestTopic
-    with RawConnection(bootstrap) as conn:
-        resp = conn.request(MetadataRequest(version=12, topics=[T(topic_id=None, name="__transaction_state")],
-                                            allow_auto_topic_creation=False, include_topic_authorized_operations=False),
-                            MetadataResponse, 12)
-    assert resp.topics[0].is_internal
+
+    def described() -> Any:
+        with RawConnection(bootstrap) as conn:
+            resp = conn.request(MetadataRequest(version=12, topics=[T(topic_id=None, name="__transaction_state")],
+                                                allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=False), MetadataResponse, 12)
+        return resp.topics[0] if resp.topics[0].error_code == NONE else None
+
+    # The broker serves it once the controller's UpdateMetadata reached it.
+    assert wait_for(described, 20, "the broker to serve the topic").is_internal
