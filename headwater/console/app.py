@@ -20,8 +20,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from headwater.console.csrf import HEADER, CsrfGuard
+from headwater.console.plan import Plan, PlanStore
+from headwater.planner.errors import PlannerError
 
-PAGES = {"cluster": "Cluster", "topics": "Topics", "reassignments": "Reassignments"}
+PAGES = {"cluster": "Cluster", "topics": "Topics", "reassignments": "Reassignments", "plan": "Plan",
+         "quotas": "Quotas"}
 SSE_CHECK_S = 0.25  # how often an event stream looks for a new snapshot
 SSE_HEARTBEAT_S = 15.0  # a comment line now and then, so proxies keep an idle stream open
 MAX_BODY = 64 * 1024
@@ -45,6 +48,15 @@ class Source(Protocol):
     def cancel(self, partitions: list[tuple[str, int]] | None) -> dict[str, str | None]: ...
 
     def set_throttle(self, rate: int | None) -> list[str]: ...
+
+    @property
+    def plans(self) -> PlanStore: ...
+
+    def make_plan(self, goal: object, brokers: object, throttle: float | None = None) -> dict[str, Any]: ...
+
+    def execute_plan(self, plan: Plan, throttle: int) -> list[str]: ...
+
+    def elect_preferred(self, plan: Plan) -> list[str]: ...
 
 
 def _page_template() -> str:
@@ -89,10 +101,12 @@ def create_app(source: Source, guard: CsrfGuard, *, allowed_hosts: list[str] | N
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={**SECURITY_HEADERS, "x-accel-buffering": "no"})
 
-    def guarded(handler: Callable[[dict[str, Any]], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        """Every POST: refused when read-only, then without the CSRF token, then when the body is not JSON."""
+    def guarded(handler: Callable[[dict[str, Any]], Awaitable[Response]], *,
+                write: bool = True) -> Callable[[Request], Awaitable[Response]]:
+        """Every POST: refused when read-only (a write), then without the CSRF token, then when the
+        body is not JSON. Planning writes nothing, so a read-only console plans too."""
         async def endpoint(request: Request) -> Response:
-            if source.read_only:
+            if write and source.read_only:
                 return JSONResponse({"error": "the console is read-only"}, status_code=403)
             if not guard.check(request.headers.get(HEADER)):
                 return JSONResponse({"error": "missing or wrong CSRF token: reload the page"}, status_code=403)
@@ -134,6 +148,48 @@ def create_app(source: Source, guard: CsrfGuard, *, allowed_hosts: list[str] | N
         done = await asyncio.to_thread(source.set_throttle, rate)
         return JSONResponse({"done": done})
 
+    def positive_int(value: object) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    async def plan(body: dict[str, Any]) -> Response:
+        throttle = body.get("throttle")
+        if throttle is not None and not positive_int(throttle):
+            return JSONResponse({"error": "throttle must be a positive number of bytes per second"}, status_code=400)
+        try:
+            # The planner is CPU work (pandas): a worker thread, so pages and events keep flowing.
+            view = await asyncio.to_thread(source.make_plan, body.get("goal"), body.get("brokers", []), throttle)
+        except PlannerError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse(view)
+
+    def known_plan(body: dict[str, Any]) -> Plan | None:
+        return source.plans.get(str(body.get("id", "")))
+
+    async def execute(body: dict[str, Any]) -> Response:
+        found = known_plan(body)
+        if found is None:
+            return JSONResponse({"error": "no such plan (the console restarted?): plan again"}, status_code=404)
+        if not positive_int(body.get("throttle")):
+            return JSONResponse({"error": "throttle must be a positive number of bytes per second"}, status_code=400)
+        if not found.targets:
+            return JSONResponse({"error": "the plan moves nothing"}, status_code=400)
+        lines = await asyncio.to_thread(source.execute_plan, found, int(body["throttle"]))
+        return JSONResponse({"done": lines})
+
+    async def elect(body: dict[str, Any]) -> Response:
+        found = known_plan(body)
+        if found is None:
+            return JSONResponse({"error": "no such plan (the console restarted?)"}, status_code=404)
+        lines = await asyncio.to_thread(source.elect_preferred, found)
+        return JSONResponse({"done": lines})
+
+    def download(request: Request) -> Response:
+        found = source.plans.get(request.path_params["plan_id"])
+        if found is None:
+            return Response("no such plan", status_code=404)
+        return Response(found.reassignment_json, media_type="application/json", headers={
+            **SECURITY_HEADERS, "content-disposition": f'attachment; filename="reassignment-{found.id}.json"'})
+
     def healthz(_: Request) -> Response:
         return JSONResponse({"ok": True, "version": source.version})
 
@@ -145,6 +201,10 @@ def create_app(source: Source, guard: CsrfGuard, *, allowed_hosts: list[str] | N
         Route("/api/events", events),
         Route("/api/cancel", guarded(cancel), methods=["POST"]),
         Route("/api/throttle", guarded(throttle), methods=["POST"]),
+        Route("/api/plan", guarded(plan, write=False), methods=["POST"]),
+        Route("/api/plan/execute", guarded(execute), methods=["POST"]),
+        Route("/api/plan/elect", guarded(elect), methods=["POST"]),
+        Route("/api/plan/{plan_id}/reassignment.json", download),
         Mount("/static", StaticFiles(directory=str(static)), name="static"),
         Route("/{page}", page),
     ]

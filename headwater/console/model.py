@@ -71,6 +71,9 @@ class Facts:
     latency_ms: dict[int, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     broker_errors: dict[int, str] = field(default_factory=dict)
+    quotas: list[QuotaFacts] | None = None  # None: DescribeClientQuotas failed (its error in quota_error)
+    quota_error: str | None = None
+    tokens: dict[tuple[str, str], float] | None = None  # None: no metrics endpoint given
 
 
 def replica_sizes(log_dirs: Mapping[int, Iterable[LogDirFacts]]) -> dict[tuple[str, int, int], int]:
@@ -295,3 +298,76 @@ def overall(moves: list[dict[str, Any]]) -> dict[str, Any]:
     return {"moves": len(moves), "copied": copied, "total": total, "rate": rate,
             "share": min(1.0, copied / total) if total else (1.0 if not moves else 0.0),
             "eta_s": _eta(total - copied, rate) if moves else 0.0}
+
+
+HEAT_LEVELS = 10  # the pages colour a cell with one of this many CSS classes (no inline styles)
+
+
+def _level(value: int, top: int) -> int:
+    """0 for nothing, else 1..HEAT_LEVELS in proportion to the largest cell."""
+    return 0 if value <= 0 or top <= 0 else max(1, round(HEAT_LEVELS * value / top))
+
+
+def heatmap_model(facts: Facts) -> dict[str, Any]:
+    """Broker x topic: replicas each broker holds of each topic (Metadata) and their bytes
+    (DescribeLogDirs), each cell with a heat level against the largest cell of its map. Every
+    registered broker has a column, so an empty one shows as an empty column."""
+    sizes = replica_sizes(facts.log_dirs)
+    brokers = sorted(set(facts.brokers) | {b for parts in facts.topics.values() for pf in parts.values()
+                                           for b in pf.replicas})
+    raw: list[tuple[str, dict[int, int], dict[int, int]]] = []
+    for topic, parts in sorted(facts.topics.items()):
+        counts = dict.fromkeys(brokers, 0)
+        held = dict.fromkeys(brokers, 0)
+        for p, pf in parts.items():
+            for b in pf.replicas:
+                counts[b] += 1
+                held[b] += sizes.get((topic, p, b), 0)
+        raw.append((topic, counts, held))
+    top_r = max((n for _t, c, _h in raw for n in c.values()), default=0)
+    top_b = max((n for _t, _c, h in raw for n in h.values()), default=0)
+    rows = [{"topic": t,
+             "replicas": {str(b): {"value": n, "level": _level(n, top_r)} for b, n in c.items()},
+             "bytes": {str(b): {"value": n, "level": _level(n, top_b)} for b, n in h.items()}}
+            for t, c, h in raw]
+    return {"brokers": brokers, "topics": rows}
+
+
+MUTATION_RATE = "controller_mutation_rate"
+
+
+@dataclass(frozen=True)
+class QuotaFacts:
+    """One DescribeClientQuotas entry: its entity ((type, name), name None for the default) and values."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    values: Mapping[str, float]
+
+
+def _token_label(entity: Mapping[str, str | None], entity_type: str) -> str:
+    """The label the broker's gauge gives an entity part: absent "", the default "<default>"."""
+    if entity_type not in entity:
+        return ""
+    value = entity[entity_type]
+    return "<default>" if value is None else value
+
+
+def quotas_model(quotas: Iterable[QuotaFacts] | None, tokens: Mapping[tuple[str, str], float] | None,
+                 error: str | None = None) -> dict[str, Any]:
+    """controller_mutation_rate (KIP-599) per user and client, with the bucket's remaining tokens
+    (``headwater_controller_mutation_remaining_tokens``) when a metrics endpoint gives them: a
+    negative balance means the entity is being throttled now. ``tokens`` None: no endpoint given."""
+    rows = []
+    for q in quotas or ():
+        if MUTATION_RATE not in q.values:
+            continue
+        names = dict(q.entity)
+        bucket = (_token_label(names, "user"), _token_label(names, "client-id"))
+        left = tokens.get(bucket) if tokens is not None else None
+        rows.append({
+            "user": _token_label(names, "user") or None, "client_id": _token_label(names, "client-id") or None,
+            "rate": q.values[MUTATION_RATE], "tokens": left,
+            "state": None if tokens is None else "idle" if left is None else "throttled" if left < 0 else "ok",
+        })
+    rows.sort(key=lambda r: (r["user"] or "", r["client_id"] or ""))
+    return {"available": quotas is not None, "error": error, "metrics": tokens is not None, "quotas": rows}

@@ -18,7 +18,12 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kafka.protocol.admin import DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest
+from kafka.protocol.admin import (
+    DescribeClientQuotasRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeLogDirsRequest,
+)
 
 from headwater.admin.client import AdminClient, AdminError
 from headwater.admin.reassign import (
@@ -38,8 +43,10 @@ from headwater.console.model import (
     LogDirFacts,
     MoveMetric,
     PartitionFacts,
+    QuotaFacts,
     TopicPartition,
 )
+from headwater.console.plan import Plan, PlanStore
 from headwater.protocol.config_resources import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC
 from headwater.protocol.errors import ErrorCode
 
@@ -120,6 +127,26 @@ def parse_metrics(text: str) -> dict[tuple[str, int, int, str], MoveMetric]:
             for k, v in values.items()}
 
 
+def parse_tokens(text: str) -> dict[tuple[str, str], float]:
+    """(user, client id) -> ``headwater_controller_mutation_remaining_tokens`` (KIP-599's bucket; only
+    the controller has buckets, so the other brokers' endpoints give none)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "headwater_controller_mutation_remaining_tokens":
+                out[(sample.labels.get("user", ""), sample.labels.get("client_id", ""))] = float(sample.value)
+    return out
+
+
+def quota_facts(resp: Any) -> list[QuotaFacts]:
+    if resp.error_code:
+        raise AdminError(resp.error_message or _error_name(resp.error_code))
+    return [QuotaFacts(tuple((e.entity_type, e.entity_name) for e in entry.entity),
+                       {v.key: float(v.value) for v in entry.values}) for entry in resp.entries or []]
+
+
 # --- the poller ---------------------------------------------------------------------------------
 
 
@@ -141,6 +168,11 @@ class Poller:
         self._known: dict[int, str] = {}  # broker addresses seen: a bootstrap broker that is down is not needed
         self._in_flight: dict[TopicPartition, dict[str, Any]] = {}
         self._completed: list[dict[str, Any]] = []
+        self.facts: Facts | None = None  # the last poll's answers: what the Plan page plans on
+        self.plans = PlanStore()
+        self._executed: tuple[Plan, float] | None = None
+        self._exec_log: list[str] = []
+        self._elected: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console-broker")
@@ -210,6 +242,12 @@ class Poller:
                     facts.topic_configs = config_values(resp)
                 except AdminError as exc:
                     facts.errors.append(f"DescribeConfigs (topics): {exc}")
+            try:
+                # Every entity (no filter component, not strict); only the Quotas page shows a failure.
+                facts.quotas = quota_facts(client.send(DescribeClientQuotasRequest, dict(components=[], strict=False),
+                                                       node_id=node))
+            except AdminError as exc:
+                facts.quota_error = f"DescribeClientQuotas: {exc}"
         for b, future in per_broker.items():
             dirs, configs, latency, error = future.result()
             if dirs is not None:
@@ -219,9 +257,13 @@ class Poller:
             facts.latency_ms[b] = latency
             if error:
                 facts.broker_errors[b] = error
+        if self.metrics_urls:
+            facts.tokens = {}
         for scraped in metrics:
-            found, error = scraped.result()
+            found, tokens, error = scraped.result()
             facts.move_metrics.update(found)
+            assert facts.tokens is not None
+            facts.tokens.update(tokens)
             if error:
                 facts.errors.append(error)
         return facts
@@ -247,18 +289,21 @@ class Poller:
             return dirs, configs, (time.monotonic() - started) * 1000, f"{type(exc).__name__}: {exc}"
         return dirs, configs, (time.monotonic() - started) * 1000, None
 
-    def _scrape(self, url: str) -> tuple[dict[tuple[str, int, int, str], MoveMetric], str | None]:
+    def _scrape(self, url: str) -> tuple[dict[tuple[str, int, int, str], MoveMetric], dict[tuple[str, str], float],
+                                         str | None]:
         try:
             with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
-                return parse_metrics(resp.read().decode()), None
-        except Exception as exc:  # a metrics endpoint down only loses rates and ETAs
-            return {}, f"metrics {url}: {exc}"
+                text = resp.read().decode()
+            return parse_metrics(text), parse_tokens(text), None
+        except Exception as exc:  # a metrics endpoint down only loses rates, ETAs and tokens
+            return {}, {}, f"metrics {url}: {exc}"
 
     def poll_once(self) -> None:
         facts = self.gather()
         self.rates.observe(time.monotonic(), model.copied_bytes(facts))
         moves = model.moves_model(facts, self.rates)
         self._track(facts, moves)
+        self.facts = facts
         self.snapshot = {
             "taken_at": facts.taken_at,
             "cluster_id": facts.cluster_id,
@@ -276,6 +321,9 @@ class Poller:
                 "throttle": model.throttle_model(facts),
                 "completed": list(self._completed),
             },
+            "heatmap": model.heatmap_model(facts),
+            "quotas": model.quotas_model(facts.quotas, facts.tokens, facts.quota_error),
+            "plan": {"execution": self._execution_model(facts)},
         }
         self.version += 1
 
@@ -344,3 +392,66 @@ class Poller:
                 raise WriteError("; ".join([*done, str(exc)])) from None
         return done
 
+
+    # --- the Plan page ---------------------------------------------------------------------------------
+
+    def _execution_model(self, facts: Facts) -> dict[str, Any] | None:
+        from headwater.console.plan import execution_model
+
+        plan, started = self._executed if self._executed else (None, None)
+        return execution_model(plan, started, facts, self._exec_log, self._elected)
+
+    def make_plan(self, goal: object, brokers: object, throttle: float | None = None) -> dict[str, Any]:
+        """Plan on the last poll's answers (the planner's in-process engine); raises PlannerError."""
+        from headwater.console.plan import make_plan, parse_goal
+        from headwater.planner.errors import PlannerError
+
+        facts = self.facts
+        if facts is None:
+            raise PlannerError("the console has not read the cluster yet")
+        g, ids = parse_goal(goal, brokers)
+        plan = make_plan(facts, g, ids, throttle)
+        self.plans.add(plan)
+        return plan.view
+
+    def execute_plan(self, plan: Plan, throttle: int) -> list[str]:
+        """``headwater reassign --execute --throttle`` with the plan: the topics' throttled-replica
+        lists and the brokers' rates, then AlterPartitionReassignments. Refused when the cluster no
+        longer has the replicas the plan started from. Returns what the tool printed."""
+        from headwater.admin.reassign import execute
+        from headwater.console.plan import stale_partitions
+
+        lines: list[str] = []
+        with self.client() as client:
+            cluster = Cluster(client)
+            try:
+                stale = stale_partitions(plan, cluster.assignments({t for t, _p in plan.basis}))
+                if stale:
+                    raise WriteError(f"the cluster changed since the plan ({', '.join(stale[:5])}"
+                                     f"{' …' if len(stale) > 5 else ''}): plan again")
+                execute(cluster, plan.targets, False, throttle, lines.append)
+            except (AdminError, ToolError) as exc:
+                raise WriteError("\n".join([*lines, str(exc)])) from None
+        self._executed, self._exec_log, self._elected = (plan, time.time()), lines, None
+        return lines
+
+    def elect_preferred(self, plan: Plan) -> list[str]:
+        """Once the plan's moves are done: ``reassign --verify`` (which removes the throttle when no
+        move is left), then ElectLeaders (PREFERRED) for the plan's partitions, as
+        ``headwater leader-election --election-type PREFERRED`` sends it."""
+        from headwater.admin.leader_election import ElectionError, elect
+        from headwater.admin.reassign import verify
+
+        lines: list[str] = []
+        with self.client() as client:
+            cluster = Cluster(client)
+            try:
+                if any(tp in plan.targets for tp in cluster.ongoing()):
+                    raise WriteError("the plan's moves are still in flight: elect once they are done")
+                verify(cluster, plan.targets, False, lines.append)
+                elect(client, "PREFERRED", set(plan.targets), lines.append)
+            except (AdminError, ToolError, ElectionError) as exc:
+                raise WriteError("\n".join([*lines, str(exc)])) from None
+        self._elected = {"at": time.time(), "log": [line for line in lines if line]}
+        self._exec_log = [*self._exec_log, *lines]
+        return lines

@@ -124,7 +124,121 @@ function renderReassignments(s) {
       <tbody>${done || `<tr><td colspan="5" class="muted">None yet.</td></tr>`}</tbody></table>`;
 }
 
-const RENDER = {cluster: renderCluster, topics: renderTopics, reassignments: renderReassignments};
+function heatTable(id, hm, key, fmt) {
+  const head = hm.brokers.map((b) => `<th class="num">broker ${b}</th>`).join("");
+  const rows = hm.topics.map((t) => `<tr><th>${esc(t.topic)}</th>${hm.brokers.map((b) => {
+    const c = t[key][String(b)];
+    return `<td class="num heat heat-${c.level}" data-broker="${b}" data-value="${c.value}">${c.value ? fmt(c.value) : ""}</td>`;
+  }).join("")}</tr>`).join("");
+  return `<table id="${id}" class="heatmap"><thead><tr><th>topic</th>${head}</tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+function renderHeatmap(s) {
+  const hm = s.heatmap;
+  if (!hm || !hm.topics.length) return "";
+  return `<h2>Replicas per broker and topic</h2>${heatTable("heat-replicas", hm, "replicas", String)}
+    <h2>Bytes per broker and topic</h2>${heatTable("heat-bytes", hm, "bytes", bytes)}`;
+}
+
+function renderQuotas(s) {
+  const q = s.quotas || {};
+  if (!q.available) return `<p class="bad">${esc(q.error || "The client quotas could not be read.")}</p>`;
+  const rows = q.quotas.map((r) => `
+    <tr class="quota"><td>${esc(r.user ?? "–")}</td><td>${esc(r.client_id ?? "–")}</td><td class="num">${r.rate}</td>
+      <td class="num">${r.tokens === null || r.tokens === undefined ? "–" : r.tokens.toFixed(2)}</td>
+      <td class="${r.state === "throttled" ? "bad" : r.state === "ok" ? "ok" : "muted"}">${esc(r.state === null ? "" : r.state === "idle" ? "bucket not in use" : r.state)}</td></tr>`).join("");
+  return `
+    <p class="muted">KIP-599's <code>controller_mutation_rate</code> (partitions created, added or deleted per second) per user and client
+      (DescribeClientQuotas)${q.metrics ? "; remaining tokens from the brokers' metrics (below zero: throttled now)" : "; give --metrics for the remaining tokens"}.</p>
+    <table id="quotas"><thead><tr><th>user</th><th>client id</th><th>controller_mutation_rate</th><th>remaining tokens</th><th>state</th></tr></thead>
+      <tbody>${rows || `<tr><td colspan="5" class="muted">No controller_mutation_rate quota is set.</td></tr>`}</tbody></table>`;
+}
+
+// --- the Plan page: the form and the plan stay put; only the execution part follows the events ----
+
+let currentPlan = null;
+
+function chart(title, rows, key) {
+  // Horizontal bars in plain SVG: per broker, before (grey) over after (blue).
+  const top = Math.max(1, ...rows.flatMap((r) => r[key]));
+  const w = 260, rowH = 30, left = 70;
+  const bars = rows.map((r, i) => {
+    const y = i * rowH + 4;
+    const [before, after] = r[key];
+    return `<text x="0" y="${y + 16}" class="label">broker ${r.id}</text>
+      <rect x="${left}" y="${y}" width="${(w * before / top).toFixed(1)}" height="11" class="before"></rect>
+      <text x="${left + w * before / top + 4}" y="${y + 10}" class="value">${before}</text>
+      <rect x="${left}" y="${y + 13}" width="${(w * after / top).toFixed(1)}" height="11" class="after"></rect>
+      <text x="${left + w * after / top + 4}" y="${y + 23}" class="value">${after}</text>`;
+  }).join("");
+  return `<figure class="chart" id="chart-${key}"><figcaption>${esc(title)}
+      <span class="legend before">before</span><span class="legend after">after</span></figcaption>
+    <svg width="${left + w + 50}" height="${rows.length * rowH + 6}" role="img">${bars}</svg></figure>`;
+}
+
+function renderPlanResult(p) {
+  if (!p) return "";
+  const s = p.summary;
+  const moves = p.moves.map((m) => `
+    <tr id="plan-move-${esc(m.topic)}-${m.partition}" class="plan-move"><td>${esc(m.topic)}-${m.partition}</td>
+      <td>${ids(m.from)} → ${ids(m.to)}</td><td>${ids(m.adding)}</td><td>${ids(m.removing)}</td>
+      <td class="num">${bytes(m.bytes)}</td><td class="num">${m.leader < 0 ? "none" : m.leader} → ${m.preferred_after}</td></tr>`).join("");
+  const execute = READ_ONLY || !p.moves.length ? "" : `
+    <div class="controls write">
+      <label>Throttle (B/s) <input id="plan-throttle" type="number" min="1" step="1" value="10000000"></label>
+      <button id="plan-execute" class="write" data-action="execute">Execute with throttle</button>
+    </div>`;
+  return `
+    <p id="plan-summary">Goal <b>${esc(p.goal)}</b>${p.brokers.length ? ` (brokers ${ids(p.brokers)})` : ""}:
+      ${s.replica_moves} replica move(s) in ${s.partitions_moved} partition(s), ${bytes(s.bytes_moved)} to copy,
+      ${s.leader_changes} preferred-leader change(s); balancedness ${s.balancedness.before} → ${s.balancedness.after};
+      about ${duration(s.estimate_s)} at the planner's throttle.
+      ${p.in_flight ? `<span class="warn">${p.in_flight} reassignment(s) were in flight when this was planned.</span>` : ""}</p>
+    <div class="charts">${chart("Replicas per broker", p.per_broker, "replicas")}${chart("Preferred leaders per broker", p.per_broker, "leaders")}</div>
+    <p><a id="plan-download" href="/api/plan/${esc(p.id)}/reassignment.json" download>Download the reassignment JSON</a>
+      <span class="muted">(Kafka's format: headwater reassign or kafka-reassign-partitions.sh --execute take it)</span></p>
+    ${execute}
+    <table id="plan-moves"><thead><tr><th>partition</th><th>from → to</th><th>adding</th><th>removing</th><th>bytes</th><th>leader now → preferred</th></tr></thead>
+      <tbody>${moves || `<tr><td colspan="6" class="muted">Nothing to move: the cluster already meets the goal.</td></tr>`}</tbody></table>`;
+}
+
+function renderExecution(x) {
+  if (!x) return "";
+  const share = x.partitions ? x.done / x.partitions : 1;
+  const elect = READ_ONLY ? "" : `<button id="plan-elect" class="write" data-action="elect" ${x.finished ? "" : "disabled"}>Elect preferred leaders</button>`;
+  return `<h2>Executed plan</h2>
+    <div id="plan-progress">${bar(share, `${x.done} of ${x.partitions} partitions moved`, "wide")}</div>
+    <p>${x.in_flight.length ? `${x.in_flight.length} move(s) in flight: see <a href="/reassignments">Reassignments</a> for bytes, rates and ETAs.` :
+      x.finished ? "Every move is done." : "Waiting for the cluster's metadata."}
+      ${x.not_preferred.length ? `${x.not_preferred.length} partition(s) not led by their preferred leader.` : `<span class="ok">Every partition is led by its preferred leader.</span>`}
+      ${x.elected ? `Elected at ${new Date(x.elected.at * 1000).toLocaleTimeString()}.` : ""}</p>
+    <div class="controls">${elect}</div>
+    <pre id="plan-log">${esc(x.log.join("\n"))}</pre>`;
+}
+
+function renderPlanPage(s, content) {
+  if (!document.getElementById("plan-form")) {
+    content.innerHTML = `
+      <div id="plan-form" class="controls">
+        <label>Goal <select id="plan-goal">
+          <option value="rebalance">rebalance</option><option value="add-brokers">add brokers</option>
+          <option value="remove-brokers">remove brokers</option><option value="fix-dead">fix dead brokers</option>
+          <option value="leaders">leaders only</option></select></label>
+        <label>Broker ids <input id="plan-brokers" placeholder="4,5 (add or remove)"></label>
+        <button id="plan-run" data-action="plan">Plan</button>
+      </div>
+      <p class="muted">The planner's in-process engine (<code>headwater plan --engine local</code>) on the console's last read of the cluster.</p>
+      <div id="plan-result"></div><div id="plan-exec"></div>`;
+  }
+  const brokers = s.brokers.map((b) => `${b.id}${b.alive ? "" : " (down)"}`).join(", ");
+  document.getElementById("plan-run").title = `brokers: ${brokers}`;
+  const exec = document.getElementById("plan-exec");
+  exec.innerHTML = renderExecution((s.plan || {}).execution);
+  sizeBars(exec);
+}
+
+const RENDER = {cluster: renderCluster, topics: (s) => renderHeatmap(s) + renderTopics(s), reassignments: renderReassignments,
+                quotas: renderQuotas};
 
 function render(s) {
   lastSnapshot = s;
@@ -134,7 +248,9 @@ function render(s) {
   errors.hidden = !s.errors.length;
   errors.innerHTML = s.errors.map((e) => `<div>${esc(e)}</div>`).join("");
   const content = document.getElementById("content");
-  if (s.taken_at) {
+  if (s.taken_at && PAGE === "plan") {
+    renderPlanPage(s, content);
+  } else if (s.taken_at) {
     const focused = document.activeElement && document.activeElement.id === "throttle-rate";
     content.innerHTML = RENDER[PAGE](s);
     sizeBars(content);
@@ -180,9 +296,34 @@ document.addEventListener("input", (ev) => { if (ev.target.id === "throttle-rate
 // One listener for every button, so buttons re-rendered each second keep working.
 document.addEventListener("click", async (ev) => {
   const btn = ev.target.closest("button[data-action]");
-  if (!btn || READ_ONLY) return;
+  if (!btn || (READ_ONLY && btn.classList.contains("write"))) return;
   const action = btn.dataset.action;
-  if (action === "cancel") {
+  if (action === "plan") {
+    const brokers = document.getElementById("plan-brokers").value.split(",").map((x) => x.trim()).filter((x) => x);
+    if (brokers.some((x) => !/^\d+$/.test(x))) { notice("Broker ids are whole numbers, comma-separated.", true); return; }
+    btn.disabled = true;
+    notice("Planning…");
+    const a = await post("/api/plan", {goal: document.getElementById("plan-goal").value, brokers: brokers.map(Number)});
+    btn.disabled = false;
+    if (a) {
+      currentPlan = a;
+      const result = document.getElementById("plan-result");
+      result.innerHTML = renderPlanResult(a);
+      notice(`Planned: ${a.moves.length} partition(s) to change.`);
+    }
+  } else if (action === "execute") {
+    const rate = Number(document.getElementById("plan-throttle").value);
+    if (!Number.isInteger(rate) || rate < 1) { notice("The throttle must be a whole number of bytes per second.", true); return; }
+    if (!window.confirm(`Execute ${currentPlan.moves.length} partition move(s) throttled at ${rate} B/s?`)) return;
+    btn.disabled = true;
+    const a = await post("/api/plan/execute", {id: currentPlan.id, throttle: rate});
+    if (a) notice(`Started: ${a.done.filter((l) => l.startsWith("Successfully")).join(" ") || "see the log below"}`);
+    else btn.disabled = false;
+  } else if (action === "elect") {
+    const x = (lastSnapshot.plan || {}).execution;
+    const a = await post("/api/plan/elect", {id: x.id});
+    if (a) notice(a.done.filter((l) => l).join(" "));
+  } else if (action === "cancel") {
     const row = btn.closest("tr");
     const tp = {topic: row.dataset.topic, partition: Number(row.dataset.partition)};
     const a = await post("/api/cancel", {partitions: [tp]});

@@ -1,0 +1,206 @@
+"""The console's Plan, Topics heat map and Quotas pages in a real browser against a real cluster
+(issue 20's second slice).
+
+Four brokers with metrics endpoints; a topic on brokers 1-3 only, so broker 4 is new and empty.
+The Plan page proposes moves onto broker 4; "Execute with throttle" starts a throttled
+reassignment whose progress shows on the Reassignments page and completes; "Elect preferred
+leaders" then leaves every partition led by its first replica (checked with Metadata). A
+``--read-only`` console plans but shows no Execute button. Screenshots of each page go to the
+module's temporary directory and are named in the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
+from confluent_kafka import Producer
+from console_support import ConsoleProcess, chromium
+
+from headwater.admin.client import AdminClient
+from headwater.admin.local import free_port
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "planned"
+PARTITIONS = 6
+PARTITION_BYTES = 600 * 1024
+THROTTLE = 1_000_000  # B/s: about a second or two of copying onto broker 4
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("console-plan")
+
+
+@pytest.fixture(scope="module")
+def cluster(workdir: Path) -> Iterator[LocalCluster]:
+    c = start_cluster(workdir / "cluster", 4, broker_props=lambda _b, _p: {"metrics.port": str(free_port())})
+    try:
+        layout = ["1:2", "2:3", "3:1"] * (PARTITIONS // 3)
+        run_cli("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", TOPIC,
+                "--replica-assignment", ",".join(layout))
+        producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 20, "log_level": 3})
+        value = b"x" * 10240
+        for i in range(PARTITIONS * PARTITION_BYTES // len(value)):
+            while True:
+                try:
+                    producer.produce(TOPIC, value=value, partition=i % PARTITIONS)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        assert producer.flush(120) == 0
+        c.wait_full_isr([TOPIC], PARTITIONS)
+        run_cli("configs", "--bootstrap-server", c.bootstrap, "--alter", "--entity-type", "users",
+                "--entity-name", "alice", "--add-config", "controller_mutation_rate=10")
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def console(cluster: LocalCluster, workdir: Path) -> Iterator[ConsoleProcess]:
+    metrics = [arg for b in cluster.brokers.values()
+               for arg in ("--metrics", f"http://127.0.0.1:{b.props['metrics.port']}/metrics")]
+    proc = ConsoleProcess(cluster.bootstrap, workdir / "console.log", *metrics)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(workdir: Path) -> Iterator[Any]:
+    driver = chromium(workdir / "chromium-profile")
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def screenshot(driver: Any, workdir: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = workdir / f"console-{name}.png"
+    driver.save_screenshot(str(path))
+    with capsys.disabled():
+        print(f"\nscreenshot: {path}")
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def wait_css(driver: Any, selector: str, timeout_s: float = 30) -> Any:
+    return wait_for(lambda: (css(driver, selector) or [None])[0], timeout_s, f"{selector} on the page")
+
+
+def partitions(cluster: LocalCluster) -> dict[int, tuple[list[int], int]]:
+    """Through a Kafka client: each partition's replicas and leader in a broker's Metadata."""
+    with AdminClient(cluster.bootstrap) as client:
+        meta = client.refresh([TOPIC])
+    return {p.partition_index: (list(p.replica_nodes), p.leader_id) for t in meta.topics for p in t.partitions}
+
+
+def plan_for_broker_4(driver: Any, url: str, goal: str = "add-brokers") -> None:
+    """Plan ``goal`` (add-brokers or remove-brokers) for broker 4 on the page; wait for its moves."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    driver.get(url + "/plan")
+    wait_css(driver, "#plan-form")
+    wait_for(lambda: "brokers: 1, 2, 3, 4" in (driver.find_element(By.ID, "plan-run").get_attribute("title") or ""),
+             30, "the first snapshot on the Plan page")
+    Select(driver.find_element(By.ID, "plan-goal")).select_by_value(goal)
+    driver.find_element(By.ID, "plan-brokers").send_keys("4")
+    driver.find_element(By.ID, "plan-run").click()
+    wait_css(driver, "#plan-moves tr.plan-move", 60)
+
+
+def test_heat_map_and_quotas_pages(console: ConsoleProcess, browser: Any, workdir: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    browser.get(console.url + "/topics")
+    wait_css(browser, "#heat-replicas")
+    cells = {c.get_attribute("data-broker"): c for c in css(browser, "#heat-replicas td.heat")}
+    assert cells["4"].get_attribute("data-value") == "0"  # the new broker: an empty column
+    assert all(cells[b].get_attribute("data-value") == str(PARTITIONS * 2 // 3) for b in "123")
+    assert "heat-10" in cells["1"].get_attribute("class")
+    wait_for(lambda: int(css(browser, '#heat-bytes td.heat[data-broker="1"]')[0].get_attribute("data-value"))
+             >= 4 * PARTITION_BYTES, 30, "bytes per broker in the heat map")
+    screenshot(browser, workdir, "topics-heatmap", capsys)
+
+    browser.get(console.url + "/quotas")
+    row = wait_css(browser, "#quotas tr.quota")
+    assert "alice" in row.text and "10" in row.text, row.text
+    screenshot(browser, workdir, "quotas", capsys)
+
+
+def test_plan_execute_and_elect_from_the_page(cluster: LocalCluster, console: ConsoleProcess, browser: Any,
+                                              workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from selenium.webdriver.common.by import By
+
+    plan_for_broker_4(browser, console.url)
+    moves = css(browser, "#plan-moves tr.plan-move")
+    assert moves and all("→" in m.text for m in moves)
+    assert all("4" in m.find_elements(By.TAG_NAME, "td")[2].text for m in moves), [m.text for m in moves]
+    assert css(browser, "#chart-replicas svg rect.after") and css(browser, "#chart-leaders svg rect.after")
+    href = browser.find_element(By.ID, "plan-download").get_attribute("href")
+    downloaded = console.get_json(href.removeprefix(console.url))
+    assert downloaded["version"] == 1 and len(downloaded["partitions"]) == len(moves)
+    assert all(4 in p["replicas"] for p in downloaded["partitions"])
+    screenshot(browser, workdir, "plan", capsys)
+
+    rate = browser.find_element(By.ID, "plan-throttle")
+    rate.clear()
+    rate.send_keys(str(THROTTLE))
+    browser.find_element(By.ID, "plan-execute").click()
+    browser.switch_to.alert.accept()
+    wait_css(browser, "#plan-progress .bar", 30)
+
+    # The moves show on the Reassignments page, throttled, and complete.
+    browser.get(console.url + "/reassignments")
+    row = wait_css(browser, "#moves tr.move", 30)
+    assert "throttled" in row.text, row.text
+    screenshot(browser, workdir, "plan-executing", capsys)
+    wait_for(lambda: not css(browser, "#moves tr.move"), 120, "the plan's moves to finish")
+    wait_for(lambda: css(browser, "#overall .bar")[0].get_attribute("data-share") == "100.0", 30, "100 %")
+    after = partitions(cluster)
+    targets = {p["partition"]: p["replicas"] for p in downloaded["partitions"]}
+    assert all(after[p][0] == r for p, r in targets.items()), (after, targets)
+
+    # Back on the Plan page: the executed plan is done; elect the preferred leaders.
+    browser.get(console.url + "/plan")
+    button = wait_css(browser, "#plan-elect:not([disabled])", 60)
+    with capsys.disabled():
+        print(f"\nnot led by their preferred leader before the election: "
+              f"{sorted(p for p, (r, leader) in after.items() if leader != r[0])}")
+    button.click()
+    wait_for(lambda: all(leader == r[0] for r, leader in partitions(cluster).values()), 60,
+             "every partition led by its preferred leader")
+    wait_for(lambda: "Every partition is led by its preferred leader" in css(browser, "#plan-exec")[0].text, 30,
+             "the page to show the preferred leaders")
+    screenshot(browser, workdir, "plan-elected", capsys)
+    # verify's clean-up: the throttle is gone once the moves are done.
+    described = run_cli("configs", "--bootstrap-server", cluster.bootstrap, "--describe", "--entity-type", "brokers",
+                        "--entity-name", "4")
+    assert "throttled.rate" not in described, described
+
+
+def test_read_only_console_plans_without_execute(cluster: LocalCluster, browser: Any, workdir: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    proc = ConsoleProcess(cluster.bootstrap, workdir / "console-ro.log", "--read-only")
+    try:
+        # Whichever way broker 4 stands (empty, or filled by the test above), a plan for it has moves.
+        holds_replicas = any(4 in replicas for replicas, _leader in partitions(cluster).values())
+        plan_for_broker_4(browser, proc.url, "remove-brokers" if holds_replicas else "add-brokers")
+        assert not css(browser, "#plan-execute") and not css(browser, "button.write")
+        assert css(browser, "#plan-download")
+        screenshot(browser, workdir, "plan-read-only", capsys)
+        view = proc.post("/api/plan", {"goal": "rebalance"}, proc.token())[1]
+        status, answer = proc.post("/api/plan/execute", {"id": view["id"], "throttle": THROTTLE}, proc.token())
+        assert status == 403, answer
+    finally:
+        proc.stop()
