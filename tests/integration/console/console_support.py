@@ -12,6 +12,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from cluster_support import wait_for
+
 from headwater.admin.local import free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -91,3 +93,20 @@ def chromium(user_data_dir: Path) -> Any:
         options.add_argument(arg)
     options.add_argument(f"--user-data-dir={user_data_dir}")  # fresh: no profile left by another run
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def screenshot(driver: Any, workdir: Path, name: str, capsys: Any) -> None:
+    path = workdir / f"console-{name}.png"
+    driver.save_screenshot(str(path))
+    with capsys.disabled():
+        print(f"\nscreenshot: {path}")
+
+
+def css(driver: Any, selector: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def wait_css(driver: Any, selector: str, timeout_s: float = 30) -> Any:
+    return wait_for(lambda: (css(driver, selector) or [None])[0], timeout_s, f"{selector} on the page")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from confluent_kafka import Producer
-from console_support import ConsoleProcess, chromium
+from console_support import ConsoleProcess, css, screenshot, wait_css
 
 from headwater.admin.client import AdminClient
 from headwater.admin.local import free_port
@@ -63,17 +63,6 @@ def cluster(workdir: Path) -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="module")
-def console(cluster: LocalCluster, workdir: Path) -> Iterator[ConsoleProcess]:
-    metrics = [arg for b in cluster.brokers.values()
-               for arg in ("--metrics", f"http://127.0.0.1:{b.props['metrics.port']}/metrics")]
-    proc = ConsoleProcess(cluster.bootstrap, workdir / "console.log", *metrics)
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture(scope="module")
 def read_only_console(cluster: LocalCluster, workdir: Path) -> Iterator[ConsoleProcess]:
     proc = ConsoleProcess(cluster.bootstrap, workdir / "console-ro.log", "--read-only")
     try:
@@ -82,30 +71,6 @@ def read_only_console(cluster: LocalCluster, workdir: Path) -> Iterator[ConsoleP
         proc.stop()
 
 
-@pytest.fixture(scope="module")
-def browser(workdir: Path) -> Iterator[Any]:
-    driver = chromium(workdir / "chromium-profile")
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def screenshot(driver: Any, workdir: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    path = workdir / f"console-{name}.png"
-    driver.save_screenshot(str(path))
-    with capsys.disabled():
-        print(f"\nscreenshot: {path}")
-
-
-def css(driver: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    return list(driver.find_elements(By.CSS_SELECTOR, selector))
-
-
-def wait_css(driver: Any, selector: str, timeout_s: float = 30) -> Any:
-    return wait_for(lambda: (css(driver, selector) or [None])[0], timeout_s, f"{selector} on the page")
 
 
 def replicas(cluster: LocalCluster, topic: str) -> dict[int, list[int]]:
