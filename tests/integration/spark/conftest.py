@@ -115,9 +115,9 @@ class Broker:
         return {"batch.num.messages": "1"} if self.kind == "tansu" else {}
 
 
-@pytest.fixture(scope="session")
-def broker() -> Iterator[Broker]:
-    kind = os.environ.get("HEADWATER_TEST_BROKER", "headwater")
+@contextlib.contextmanager
+def running_broker(kind: str) -> Iterator[Broker]:
+    """A broker of ``kind`` on a free port with a data dir of its own, stopped by its PID at the end."""
     data_dir = Path(tempfile.mkdtemp(prefix="hw-spark-broker-"))
     port = free_port()
     log_path = data_dir / "broker.log"
@@ -141,6 +141,12 @@ def broker() -> Iterator[Broker]:
         stop_process(proc)
         log_file.close()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[Broker]:
+    with running_broker(os.environ.get("HEADWATER_TEST_BROKER", "headwater")) as b:
+        yield b
 
 
 @pytest.fixture(scope="session")
