@@ -73,12 +73,14 @@ def broker(config_path: Path, override: tuple[str, ...]) -> None:
 
 @main.command()
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Where the demo keeps its data (a fresh temp dir by default).")
-@click.option("--messages", default=20000, show_default=True, help="How many messages to produce.")
-def demo(data_dir: Path | None, messages: int) -> None:
-    """A local cluster through a broker crash and a live reassignment onto a new broker, then stop."""
+@click.option("--console", "keep_console", is_flag=True, help="Keep the cluster and the console up at the end, until Ctrl-C.")
+@click.option("--listen", default=None, metavar="HOST:PORT", help="Where the console listens (a free port on 127.0.0.1 by default).")
+def demo(data_dir: Path | None, keep_console: bool, listen: str | None) -> None:
+    """KIP-455 and KIP-599 on a local 6-broker cluster: a throttled move phase by phase, a cancel, the
+    mutation quota, a Spark-planned rebalance and the preferred-leader election, under a live producer."""
     from headwater.demo import run_demo
 
-    sys.exit(run_demo(data_dir, messages))
+    sys.exit(run_demo(data_dir, keep_console, listen))
 
 
 main.add_command(topics, "topics")
