@@ -470,22 +470,83 @@ def copy_progress(ongoing: Mapping[TopicPartition, Ongoing],
     return out
 
 
+@dataclass(frozen=True)
+class BrokerThrottle:
+    """A broker's reassignment throttle in force, from its ``headwater_reassignment_throttle_*``
+    metrics: the rate (0: none), why, and what the adaptive mode last judged by (-1: nothing)."""
+
+    broker: int
+    mode: str
+    rate: float
+    reason: str
+    produce_p99_ms: float = -1.0
+    follower_lag_ms: float = -1.0
+
+    def describe(self) -> str:
+        rate = "no limit" if self.rate <= 0 else f"{self.rate / 1e6:.1f} MB/s"
+        if self.mode != "adaptive":
+            return f"broker {self.broker}: {rate} (static)"
+        seen = [f"p99 {self.produce_p99_ms:.1f} ms" if self.produce_p99_ms >= 0 else "",
+                f"lag {self.follower_lag_ms:.0f} ms" if self.follower_lag_ms >= 0 else ""]
+        return f"broker {self.broker}: {rate} adaptive, {', '.join([self.reason, *filter(None, seen)])}"
+
+
+def parse_throttle_metrics(text: str) -> dict[int, BrokerThrottle]:
+    """Broker id -> its throttle, from a Prometheus endpoint's text (a broker's own endpoint has one)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found: dict[int, dict[str, Any]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if not sample.name.startswith("headwater_reassignment_throttle_") or "broker" not in sample.labels:
+                continue
+            fields = found.setdefault(int(sample.labels["broker"]), {})
+            field_name = sample.name.removeprefix("headwater_reassignment_throttle_")
+            if field_name == "rate_bytes_per_second":
+                fields["rate"], fields["mode"] = float(sample.value), sample.labels.get("mode", "static")
+            elif field_name == "reason" and sample.value == 1:
+                fields["reason"] = sample.labels.get("reason", "")
+            elif field_name in ("produce_p99_ms", "follower_lag_ms"):
+                fields[field_name] = float(sample.value)
+    return {b: BrokerThrottle(b, f.get("mode", "static"), f.get("rate", 0.0), f.get("reason", ""),
+                              f.get("produce_p99_ms", -1.0), f.get("follower_lag_ms", -1.0))
+            for b, f in found.items() if "rate" in f}
+
+
+def read_throttles(metrics_urls: Iterable[str]) -> dict[int, BrokerThrottle]:
+    """The throttles of the brokers behind ``metrics_urls``; an endpoint that does not answer shows nothing."""
+    import urllib.request
+
+    out: dict[int, BrokerThrottle] = {}
+    for url in metrics_urls:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                out.update(parse_throttle_metrics(resp.read().decode()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def watch_progress(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], interval_s: float,
-                   console: Any = None) -> None:
-    """Follow the moves in ``plan`` until none is active: bytes copied per adding replica.
+                   console: Any = None, metrics_urls: Iterable[str] = ()) -> None:
+    """Follow the moves in ``plan`` until none is active: bytes copied per adding replica, and with
+    ``metrics_urls`` (the brokers' Prometheus endpoints) the reassignment throttle of each broker.
 
     On a terminal, a live table with progress bars. Otherwise (a pipe, a log file, CI), plain lines a
-    script can read: a partition's line when it completes, and a progress line whenever the totals
-    change, at most once per ``interval_s``.
+    script can read: a partition's line when it completes, a progress line whenever the totals
+    change, and a throttle line whenever a broker's rate or its reason changes, at most once per
+    ``interval_s``.
     """
     from rich.console import Console
 
     console = console or Console()
+    urls = list(metrics_urls)
 
-    def poll() -> tuple[dict[TopicPartition, Ongoing], list[CopyProgress]]:
+    def poll() -> tuple[dict[TopicPartition, Ongoing], list[CopyProgress], dict[int, BrokerThrottle]]:
         ongoing = {tp: o for tp, o in cluster.ongoing().items() if tp in plan}
         brokers = {b for o in ongoing.values() for b in o.replicas}
-        return ongoing, copy_progress(ongoing, replica_sizes(cluster, brokers) if ongoing else {})
+        return (ongoing, copy_progress(ongoing, replica_sizes(cluster, brokers) if ongoing else {}),
+                read_throttles(urls) if urls else {})
 
     if console.is_terminal:
         _watch_live(console, plan, poll, interval_s)
@@ -494,8 +555,19 @@ def watch_progress(cluster: Cluster, plan: Mapping[TopicPartition, list[int]], i
 
 
 def _watch_live(console: Any, plan: Mapping[TopicPartition, list[int]], poll: Any, interval_s: float) -> None:
+    from rich.console import Group
     from rich.live import Live
     from rich.table import Table
+
+    def throttle_table(throttles: Mapping[int, BrokerThrottle]) -> Table:
+        t = Table(title="Reassignment throttle")
+        for col in ("broker", "mode", "rate", "reason", "produce p99", "follower lag"):
+            t.add_column(col, justify="right")
+        for b, th in sorted(throttles.items()):
+            t.add_row(str(b), th.mode, "no limit" if th.rate <= 0 else f"{th.rate / 1e6:,.1f} MB/s",
+                      th.reason, f"{th.produce_p99_ms:.1f} ms" if th.produce_p99_ms >= 0 else "",
+                      f"{th.follower_lag_ms:,.0f} ms" if th.follower_lag_ms >= 0 else "")
+        return t
 
     def table(ongoing: Mapping[TopicPartition, Ongoing], copies: list[CopyProgress]) -> Table:
         t = Table(title="Reassignment progress")
@@ -517,8 +589,8 @@ def _watch_live(console: Any, plan: Mapping[TopicPartition, list[int]], poll: An
 
     with Live(console=console, refresh_per_second=4) as live:
         while True:
-            ongoing, copies = poll()
-            live.update(table(ongoing, copies))
+            ongoing, copies, throttles = poll()
+            live.update(Group(table(ongoing, copies), throttle_table(throttles)) if throttles else table(ongoing, copies))
             if not ongoing:
                 break
             time.sleep(interval_s)
@@ -528,8 +600,9 @@ def _watch_plain(plan: Mapping[TopicPartition, list[int]], poll: Any, interval_s
     started = time.monotonic()
     reported: set[TopicPartition] = set()
     last = ""
+    last_throttles: list[tuple[int, float, str]] = []
     while True:
-        ongoing, copies = poll()
+        ongoing, copies, throttles = poll()
         for tp in sorted(plan):
             if tp not in ongoing and tp not in reported:
                 reported.add(tp)
@@ -540,6 +613,12 @@ def _watch_plain(plan: Mapping[TopicPartition, list[int]], poll: Any, interval_s
         if line != last:
             click.echo(f"[{time.monotonic() - started:7.1f}s] {line}")
             last = line
+        # The p99 and lag change every second: a line only when a rate or a reason does.
+        key = [(b, th.rate, th.reason) for b, th in sorted(throttles.items())]
+        if key != last_throttles:
+            click.echo(f"[{time.monotonic() - started:7.1f}s] Throttle: "
+                       + "; ".join(th.describe() for _b, th in sorted(throttles.items())))
+            last_throttles = key
         if not ongoing:
             break
         time.sleep(interval_s)
@@ -631,7 +710,7 @@ def list_reassignments(cluster: Cluster, echo: Any) -> int:
 
 # Which options go with which action, beyond the action itself and its required arguments: Kafka's
 # ``validateAndParseArgs``, plus headwater's --bootstrap-controller (Kafka 4's, here an alias of
-# --bootstrap-server) and --watch.
+# --bootstrap-server), --watch and --metrics-url.
 _REQUIRED = {
     "generate": ("topics-to-move-json-file", "broker-list"),
     "execute": ("reassignment-json-file",),
@@ -643,7 +722,7 @@ _BOOTSTRAP = ("bootstrap-server", "bootstrap-controller", "command-config")
 _PERMITTED = {
     "generate": (*_BOOTSTRAP, "broker-list", "disable-rack-aware"),
     "execute": (*_BOOTSTRAP, "additional", "throttle", "replica-alter-log-dirs-throttle", "timeout"),
-    "verify": (*_BOOTSTRAP, "preserve-throttles", "watch"),
+    "verify": (*_BOOTSTRAP, "preserve-throttles", "watch", "metrics-url"),
     "cancel": (*_BOOTSTRAP, "preserve-throttles", "timeout"),
     "list": _BOOTSTRAP,
 }
@@ -730,10 +809,15 @@ def _check_options(given: list[str], actions: tuple[str, ...], bootstrap_server:
 @click.option("--watch", cls=JoptOption, is_flag=True,
               description="With --verify: follow the moves of the plan until none is active (a live table on a "
                           "terminal, progress lines otherwise), then verify.")
+@click.option("--metrics-url", "metrics_urls", cls=JoptOption, multiple=True, described_as="url",
+              description="With --verify --watch: a broker's Prometheus endpoint (http://host:port/metrics), "
+                          "repeatable; the watch then shows each broker's reassignment throttle (rate, mode, and "
+                          "for the adaptive mode why, with the produce p99 and follower lag it judged by).")
 def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, command_config: str | None,
              actions: tuple[str, ...], topics_to_move_json_file: str | None, broker_list: str | None,
              disable_rack_aware: bool, reassignment_json_file: str | None, additional: bool, throttle: int,
-             replica_alter_log_dirs_throttle: int, timeout: int, preserve_throttles: bool, watch: bool) -> None:
+             replica_alter_log_dirs_throttle: int, timeout: int, preserve_throttles: bool, watch: bool,
+             metrics_urls: tuple[str, ...]) -> None:
     """Usage errors go to stderr with the option table (exit 1); everything else Kafka's ``main`` prints
     on stdout: a TerseException's message alone, any other failure as ``Error: <message>`` (exit 1)."""
     action = _check_options(given_options(click.get_current_context()), actions, bootstrap_server,
@@ -758,7 +842,7 @@ def reassign(bootstrap_server: str | None, bootstrap_controller: str | None, com
                 elif action == "verify":
                     plan = dict(parse_reassignment_data(text))
                     if watch:
-                        watch_progress(cluster_, plan, 1.0)
+                        watch_progress(cluster_, plan, 1.0, metrics_urls=metrics_urls)
                         await_metadata(cluster_, plan, METADATA_SETTLE_S)
                     code, _done = verify(cluster_, plan, preserve_throttles, click.echo, _log_dirs(text))
                 else:

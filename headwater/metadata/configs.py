@@ -20,22 +20,66 @@ from headwater.metadata.config_types import ConfigSource, ConfigType
 from headwater.protocol.config_resources import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
 from headwater.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["CORDONED_LOG_DIRS", "HEADWATER_BROKER_CONFIGS", "TOPIC_CONFIGS", "ConfigSource", "ConfigType",
-           "ConnectionLimits", "apply_incremental", "check_broker_configs", "check_reconfiguration", "check_tiered_storage",
-           "connection_limits",
-           "cordoned_log_dirs", "effective_topic_config", "validate_broker_update", "validate_topic_config",
-           "validate_topic_configs"]
+__all__ = [
+    "CORDONED_LOG_DIRS",
+    "HEADWATER_BROKER_CONFIGS",
+    "TOPIC_CONFIGS",
+    "ConfigSource",
+    "ConfigType",
+    "ConnectionLimits",
+    "adaptive_throttle_settings",
+    "apply_incremental",
+    "check_broker_configs",
+    "check_reconfiguration",
+    "check_tiered_storage",
+    "connection_limits",
+    "cordoned_log_dirs",
+    "effective_topic_config",
+    "validate_broker_update",
+    "validate_topic_config",
+    "validate_topic_configs",
+]
 
 TOPIC_CONFIGS = catalog.TOPIC_CONFIGS
 validate_topic_config = catalog.validate_topic_config
 validate_topic_configs = catalog.validate_topic_configs
 
 # Dynamic broker configs of headwater's own (Kafka has no such names): the rate of reassignment
-# copies, and how many moves a broker takes part in at once. Minimum values as Kafka's ranges.
+# copies, how many moves a broker takes part in at once, and the adaptive reassignment throttle
+# (docs/operations.md). Type, minimum (as Kafka's ranges; numbers only) and default.
+REASSIGNMENT_THROTTLE_MODE = "reassignment.throttle.mode"
+ADAPTIVE_MAX_PRODUCE_LATENCY_MS = "reassignment.adaptive.max.produce.latency.ms"
+ADAPTIVE_MAX_FOLLOWER_LAG_MS = "reassignment.adaptive.max.follower.lag.ms"
+ADAPTIVE_MIN_RATE = "reassignment.adaptive.min.throttled.rate"
+ADAPTIVE_MAX_RATE = "reassignment.adaptive.max.throttled.rate"
 HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, int, str]] = {
     "reassignment.throttled.rate": (ConfigType.LONG, 0, str((1 << 63) - 1)),
     "reassignment.max.concurrent.moves.per.broker": (ConfigType.INT, 1, str((1 << 31) - 1)),
+    REASSIGNMENT_THROTTLE_MODE: (ConfigType.STRING, 0, "static"),
+    ADAPTIVE_MAX_PRODUCE_LATENCY_MS: (ConfigType.LONG, 1, "100"),
+    ADAPTIVE_MAX_FOLLOWER_LAG_MS: (ConfigType.LONG, 1, "5000"),
+    ADAPTIVE_MIN_RATE: (ConfigType.LONG, 1, "1000000"),
+    ADAPTIVE_MAX_RATE: (ConfigType.LONG, 1, "100000000"),
 }
+_HEADWATER_CHOICES = {REASSIGNMENT_THROTTLE_MODE: ("static", "adaptive")}
+
+
+def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, int, int] | None:
+    """(min rate, max rate, max produce latency ms, max follower lag ms) when the merged dynamic
+    broker configs turn the adaptive reassignment throttle on, else None. A minimum above the
+    maximum (a per-broker value against the cluster default) is raised to the maximum."""
+    if configs.get(REASSIGNMENT_THROTTLE_MODE, "static").strip().lower() != "adaptive":
+        return None
+
+    def number(name: str) -> int:
+        try:
+            return max(1, int(configs.get(name, HEADWATER_BROKER_CONFIGS[name][2])))
+        except ValueError:  # only a hand-written znode gets here: the default
+            return int(HEADWATER_BROKER_CONFIGS[name][2])
+
+    high = number(ADAPTIVE_MAX_RATE)
+    return (min(number(ADAPTIVE_MIN_RATE), high), high, number(ADAPTIVE_MAX_PRODUCE_LATENCY_MS),
+            number(ADAPTIVE_MAX_FOLLOWER_LAG_MS))
 
 
 @functools.lru_cache(maxsize=32)
@@ -74,6 +118,11 @@ def validate_broker_update(configs: Mapping[str, str | None], *, per_broker: boo
     kafka_keys = {k: v for k, v in configs.items() if k not in HEADWATER_BROKER_CONFIGS}
     catalog.validate_dynamic_broker_update(kafka_keys, per_broker=per_broker)
     for name, value in configs.items():
+        if name in _HEADWATER_CHOICES and value is not None:
+            if value.strip().lower() not in _HEADWATER_CHOICES[name]:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                                           f"String must be one of: {', '.join(_HEADWATER_CHOICES[name])}")
+            continue
         if name in HEADWATER_BROKER_CONFIGS and value is not None:
             type_, low, _default = HEADWATER_BROKER_CONFIGS[name]
             try:
@@ -84,6 +133,10 @@ def validate_broker_update(configs: Mapping[str, str | None], *, per_broker: boo
             if number < low:
                 raise KafkaError(ErrorCode.INVALID_CONFIG,
                                  f"Invalid value {value} for configuration {name}: Value must be at least {low}")
+    low_rate, high_rate = configs.get(ADAPTIVE_MIN_RATE), configs.get(ADAPTIVE_MAX_RATE)
+    if low_rate is not None and int(low_rate) > int(high_rate if high_rate is not None else HEADWATER_BROKER_CONFIGS[ADAPTIVE_MAX_RATE][2]):
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {low_rate} for configuration {ADAPTIVE_MIN_RATE}: "
+                                                   f"Value must be at most {ADAPTIVE_MAX_RATE}")
 
 
 def _list_type(name: str, broker: bool) -> bool:

@@ -365,6 +365,24 @@ class PartitionReplica:
     def progress(self, replica_id: int) -> ReplicaProgress | None:
         return self._leader.followers.get(replica_id) if self._leader is not None else None
 
+    def isr_follower_lag_ms(self, now_ms: int) -> int | None:
+        """How far behind the most lagging in-sync follower is, in ms: 0 if it holds the leader's
+        whole log, else the time since it was last caught up, the figure Kafka's ISR shrink compares
+        with ``replica.lag.time.max.ms`` (``getOutOfSyncReplicas``). ``None`` when this broker does
+        not lead or no other replica is in sync. For the adaptive reassignment throttle."""
+        ls = self._leader
+        if ls is None:
+            return None
+        worst: int | None = None
+        for rid in self._isr:
+            p = ls.followers.get(rid)
+            if rid == self.broker_id or p is None:
+                continue
+            caught_up = p.last_caught_up_time_ms
+            lag = 0 if p.log_end_offset >= ls.log_end_offset else now_ms - (caught_up if caught_up is not None else now_ms)
+            worst = lag if worst is None else max(worst, lag)
+        return worst
+
     def is_in_sync(self, replica_id: int) -> bool:
         return self._role is Role.LEADER and replica_id in self._isr
 

@@ -46,6 +46,9 @@ class ByteRateLimiter:
         self.burst_bytes = float(burst_bytes) if burst_bytes is not None else self.rate_bytes_per_s
         self._tokens = self.burst_bytes
         self._updated_ms = now_ms
+        # Net bytes charged since creation (reservations minus refunds): how much the copy used,
+        # for the adaptive throttle.
+        self.charged_bytes = 0
 
     def _refill(self, now_ms: int) -> None:
         if now_ms > self._updated_ms:
@@ -66,6 +69,7 @@ class ByteRateLimiter:
         """Charge ``size_bytes`` (a negative size pays back an over-estimate, up to the burst)."""
         self._refill(now_ms)
         self._tokens = min(self.burst_bytes, self._tokens - size_bytes)
+        self.charged_bytes += size_bytes
 
     @property
     def tokens(self) -> float:

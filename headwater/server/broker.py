@@ -270,6 +270,7 @@ class Broker:
                                  tuple(gc_policy.CLOCK.longest_s)),
             fetch_sessions=len(self._fetch.sessions),
             consumer_fetch_bytes=dict(self._fetch.consumer_bytes),
+            reassignment_throttle=self.replicas.reassignment_throttle(),
         )
 
     async def stop(self) -> None:

@@ -8,6 +8,10 @@ Reassignment progress (``headwater_reassignment_*``, see ``headwater/replication
 docs/operations.md): one series per replica being added, from the partition's leader
 (``role="leader"``, exact) and from the adding replica itself (``role="follower"``, its "to move" an
 estimate), and per broker the sums over each role. An unknown ETA or size is -1.
+
+The reassignment throttle in force (``headwater_reassignment_throttle_*``, docs/replication.md):
+the rate of the reassignment limiters (0: none), why (one series per reason, 1 for the current
+one), and for the adaptive mode the produce p99 and follower lag it last judged by (-1: none).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from headwater.replication.adaptive_throttle import Reason, ThrottleStatus
 from headwater.replication.progress import MoveProgress, summarize
 
 _MOVE_LABELS = ["broker", "topic", "partition", "replica", "role"]
@@ -63,6 +68,7 @@ class Snapshot:
     gc: GcFigures = field(default_factory=GcFigures)
     fetch_sessions: int = 0
     consumer_fetch_bytes: dict[str, int] = field(default_factory=dict)  # client id -> bytes served
+    reassignment_throttle: ThrottleStatus | None = None
 
 
 class BrokerCollector(Collector):
@@ -112,6 +118,8 @@ class BrokerCollector(Collector):
             served.add_metric([broker, client], size)
         yield served
         yield from _reassignment(broker, snap.reassignment_moves)
+        if snap.reassignment_throttle is not None:
+            yield from _throttle(broker, snap.reassignment_throttle)
         yield from _cleaner(broker, snap.cleaner)
         yield from _gc(broker, snap.gc)
 
@@ -173,6 +181,28 @@ def _reassignment(broker: str, moves: tuple[MoveProgress, ...]) -> Iterator[Gaug
         b_rate.add_metric([broker, s.role], s.rate_bytes_per_s)
         b_eta.add_metric([broker, s.role], -1 if s.eta_s is None else s.eta_s)
     yield from (b_moves, b_to_move, b_moved, b_rate, b_eta)
+
+
+def _throttle(broker: str, t: ThrottleStatus) -> Iterator[GaugeMetricFamily]:
+    rate = GaugeMetricFamily("headwater_reassignment_throttle_rate_bytes_per_second",
+                             "Rate of the reassignment limiters (replicas being added) in force, bytes/s (0: none)",
+                             labels=["broker", "mode"])
+    rate.add_metric([broker, t.mode], t.rate)
+    yield rate
+    reason = GaugeMetricFamily("headwater_reassignment_throttle_reason",
+                               "Why the reassignment rate is what it is: 1 for the current reason", labels=["broker", "reason"])
+    for r in Reason:
+        reason.add_metric([broker, r.value], int(r is t.reason))
+    yield reason
+    for name, doc, value in (
+        ("produce_p99_ms", "p99 of acks=all produce latency the adaptive throttle last judged by (-1: none)",
+         t.produce_p99_ms),
+        ("follower_lag_ms", "Largest in-sync follower lag of led partitions the adaptive throttle last judged by "
+                            "(-1: none)", t.follower_lag_ms),
+    ):
+        family = GaugeMetricFamily(f"headwater_reassignment_throttle_{name}", doc, labels=["broker"])
+        family.add_metric([broker], -1 if value is None else value)
+        yield family
 
 
 def serve(port: int, host: str, collector: BrokerCollector) -> None:

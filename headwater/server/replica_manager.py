@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,15 @@ from typing import Any
 from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.protocol.interbroker import AlterPartitionRequest
 from headwater.replication.acks import PendingAcks
+from headwater.replication.adaptive_throttle import (
+    MODE_ADAPTIVE,
+    MODE_STATIC,
+    AdaptiveSettings,
+    AdaptiveThrottle,
+    Observation,
+    Reason,
+    ThrottleStatus,
+)
 from headwater.replication.partition import (
     AlterPartitionProposal,
     AlterPartitionResponse,
@@ -54,6 +64,7 @@ from headwater.storage.producers import AppendOrigin, SequenceGapError
 log = logging.getLogger(__name__)
 
 ALTER_PARTITION_RETRY_S = 0.2
+ADAPTIVE_TICK_S = 1.0  # how often the adaptive reassignment throttle judges (docs/replication.md)
 # How long after becoming leader a producer's sequence gap may still be its retries in flight from
 # the previous leader: about a produce request's timeout (30 s in Kafka's clients and librdkafka).
 SEQUENCE_GAP_GRACE_MS = 30_000
@@ -125,6 +136,13 @@ class ReplicaManager:
         # A follower fetch the leader held back waits for data; it is woken when the debt is paid.
         self._throttle_wakeups: dict[tuple[str, int], asyncio.TimerHandle] = {}
         self._move_rates = RateTracker()
+        # The adaptive reassignment throttle (reassignment.throttle.mode=adaptive), when on: it sets
+        # the reassignment limiters' rate every tick from the acks=all produce latencies the produce
+        # handler records here (None while off: nothing is recorded) and its in-sync followers' lag.
+        self._static_reassignment_rate: int | None = None
+        self._adaptive: AdaptiveThrottle | None = None
+        self.produce_latencies_ms: list[float] | None = None
+        self._charged: tuple[int, int] = (0, 0)  # the reassignment limiters' charged_bytes at the last tick
 
     # --- throttles ------------------------------------------------------------------------------------
 
@@ -133,10 +151,76 @@ class ReplicaManager:
         self.leader_limiter = _limiter(self.leader_limiter, leader_bytes_per_s, now)
         self.follower_limiter = _limiter(self.follower_limiter, follower_bytes_per_s, now)
 
-    def set_reassignment_rate(self, bytes_per_s: int | None) -> None:
+    def set_reassignment_rate(self, bytes_per_s: int | None, adaptive: AdaptiveSettings | None = None) -> None:
+        """``reassignment.throttled.rate``, and the adaptive mode's settings when it is on: then the
+        static rate is only where the adaptive one starts."""
+        self._static_reassignment_rate = bytes_per_s if bytes_per_s is not None and bytes_per_s > 0 else None
+        if adaptive is None:
+            self._adaptive = None
+            self.produce_latencies_ms = None
+            self._apply_reassignment_rate(self._static_reassignment_rate)
+            return
+        if self._adaptive is None:
+            self._adaptive = AdaptiveThrottle(adaptive, now_ms(), start_rate=self._static_reassignment_rate)
+            self.produce_latencies_ms = []
+            self._apply_reassignment_rate(self._adaptive.rate)
+            # The first tick counts only what the copy charges from now on.
+            self._charged = (self._charged_bytes(self.reassignment_leader_limiter),
+                             self._charged_bytes(self.reassignment_follower_limiter))
+        else:
+            self._adaptive.reconfigure(adaptive)
+            self._apply_reassignment_rate(self._adaptive.rate)
+
+    def _apply_reassignment_rate(self, bytes_per_s: int | None) -> None:
         now = now_ms()
         self.reassignment_leader_limiter = _limiter(self.reassignment_leader_limiter, bytes_per_s, now)
         self.reassignment_follower_limiter = _limiter(self.reassignment_follower_limiter, bytes_per_s, now)
+
+    def record_produce_latency(self, started_s: float) -> None:
+        """An acks=all produce answered (``started_s``: ``time.perf_counter()`` at its arrival)."""
+        latencies = self.produce_latencies_ms
+        if latencies is not None:
+            latencies.append((time.perf_counter() - started_s) * 1000.0)
+
+    def adaptive_tick(self) -> None:
+        """One judgement of the adaptive throttle (every ADAPTIVE_TICK_S while it is on)."""
+        throttle = self._adaptive
+        if throttle is None:
+            return
+        now = now_ms()
+        latencies, self.produce_latencies_ms = self.produce_latencies_ms or [], []
+        lag: int | None = None
+        for h in self.partitions.values():
+            if h.replica.is_leader:
+                partition_lag = h.replica.isr_follower_lag_ms(now)
+                if partition_lag is not None:
+                    lag = partition_lag if lag is None else max(lag, partition_lag)
+        charged = (self._charged_bytes(self.reassignment_leader_limiter),
+                   self._charged_bytes(self.reassignment_follower_limiter))
+        # Either direction counts: a broker may send one copy and receive another, at the same rate.
+        copied = max(charged[0] - self._charged[0], charged[1] - self._charged[1])
+        self._charged = charged
+        self._apply_reassignment_rate(throttle.tick(now, Observation(latencies, lag, copied)).rate)
+
+    @staticmethod
+    def _charged_bytes(limiter: ByteRateLimiter | None) -> int:
+        return limiter.charged_bytes if limiter is not None else 0
+
+    def reassignment_throttle(self) -> ThrottleStatus:
+        """The reassignment throttle in force, for the metrics."""
+        throttle = self._adaptive
+        if throttle is None:
+            return ThrottleStatus(MODE_STATIC, self._static_reassignment_rate or 0, Reason.STATIC)
+        d = throttle.last
+        return ThrottleStatus(MODE_ADAPTIVE, d.rate, d.reason, d.produce_p99_ms, d.follower_lag_ms)
+
+    async def _adaptive_loop(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(ADAPTIVE_TICK_S)
+            try:
+                self.adaptive_tick()
+            except Exception:  # a bad tick must not end the loop; the rate in force stays
+                log.exception("adaptive reassignment throttle tick failed")
 
     def set_topic_throttles(self, topic: str, leader_value: str, follower_value: str) -> None:
         try:
@@ -239,6 +323,7 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._isr_loop()))
         self._tasks.append(loop.create_task(self._alter_partition_loop()))
+        self._tasks.append(loop.create_task(self._adaptive_loop()))
 
     async def stop(self) -> None:
         self._stopping = True

@@ -13,6 +13,7 @@ from headwater.metadata.configs import (
     CORDONED_LOG_DIRS,
     HEADWATER_BROKER_CONFIGS,
     ConfigSource,
+    adaptive_throttle_settings,
     apply_incremental,
     check_broker_configs,
     check_reconfiguration,
@@ -25,6 +26,7 @@ from headwater.metadata.configs import (
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.config_resources import RESOURCE_BROKER, RESOURCE_TOPIC
 from headwater.protocol.errors import ErrorCode, KafkaError
+from headwater.replication.adaptive_throttle import AdaptiveSettings
 from headwater.security.acl import AclOperation
 from headwater.server.authority import Handler
 from headwater.server.context import BrokerContext
@@ -130,7 +132,9 @@ class ConfigApis:
         rates = [merged.get(k) for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")]
         self.ctx.replicas.set_throttle_rates(*(int(r) if r is not None else None for r in rates))
         reassignment_rate = merged.get("reassignment.throttled.rate")
-        self.ctx.replicas.set_reassignment_rate(int(reassignment_rate) if reassignment_rate is not None else None)
+        adaptive = adaptive_throttle_settings(merged)
+        self.ctx.replicas.set_reassignment_rate(int(reassignment_rate) if reassignment_rate is not None else None,
+                                                AdaptiveSettings(*adaptive) if adaptive is not None else None)
         alter_log_dirs_rate = merged.get("replica.alter.log.dirs.io.max.bytes.per.second")
         self.ctx.replicas.set_alter_log_dirs_rate(int(alter_log_dirs_rate) if alter_log_dirs_rate is not None else None)
         props = self.ctx.config.props

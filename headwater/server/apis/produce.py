@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from headwater.protocol.apis import ApiKey, Request
@@ -21,6 +22,8 @@ class ProduceApis:
         return {ApiKey.PRODUCE: self.produce, ApiKey.INIT_PRODUCER_ID: self.init_producer_id}
 
     async def produce(self, req: Request) -> Any:
+        # For the adaptive reassignment throttle: an acks=all produce's time from arrival to answer.
+        started = time.perf_counter()
         body = req.body
         acks = body.acks
         resp_cls = req.spec.response
@@ -86,6 +89,8 @@ class ProduceApis:
             if error != ErrorCode.NONE:
                 part.error_code = error
                 part.error_message = None
+        if acks == -1 and waits:
+            self.ctx.replicas.record_produce_latency(started)
         if acks == 0:
             return None
         return req.response(responses=results, throttle_time_ms=0)

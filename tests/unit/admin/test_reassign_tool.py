@@ -132,7 +132,7 @@ def test_throttle_values_are_in_string_order() -> None:
 def _kafka_table() -> str:
     """Our option table without headwater's two extra options is Kafka's, byte for byte: the expected
     text is jopt-simple 5.0.4's BuiltinHelpFormatter output for ReassignPartitionsCommandOptions."""
-    extra = ("watch", "bootstrap-controller")
+    extra = ("watch", "bootstrap-controller", "metrics-url")
     return help_table(p.doc() for p in reassign.params if isinstance(p, JoptOption) and p.long_name not in extra)
 
 

@@ -1,0 +1,300 @@
+"""Produce p99 during a partition move: no move, unthrottled, static throttles, the adaptive throttle.
+
+ZooKeeper and four brokers (local processes, each with a Prometheus endpoint). ``load`` (one
+partition on brokers 1,2,3, leader 1, ``min.insync.replicas=2``) takes a steady acks=all
+producer (confluent-kafka, 1 KiB messages at ``--load-mb`` MB/s, linger 1 ms); ``big`` (one
+partition, leader 1, ``--move-mib`` MiB) moves between {1,2,3} and {1,2,4} and back, leader 1
+staying, so each move copies the whole partition from broker 1 to the broker being added. A
+message's latency is librdkafka's, from produce() to the broker's answer (``Message.latency()``).
+
+Phases, one after the other in one run: ``no_move`` (``--baseline-s`` seconds), ``unthrottled``,
+``static`` at each of ``--static-mb`` (``reassignment.throttled.rate`` at the cluster default),
+then ``adaptive`` (``reassignment.throttle.mode=adaptive``, floor ``--floor-mb``, ceiling
+``--ceiling-mb``, and a produce target of ``--target-factor`` x the 90th percentile of broker 1's
+per-second p99 of acks=all produces during ``no_move``, read from its metrics, rounded up to a ms). For each move: the p50/p99 of the
+messages sent while it ran, the copy rate (the partition's bytes over the move's time, from the
+AlterPartitionReassignments request until ListPartitionReassignments no longer lists it), and for
+the adaptive one the rate in force and its reason on broker 1 every half second. Every phase is
+``--repeat`` times. One JSON line per measurement, then a summary line against the goal: p99
+during the adaptive move at most 1.2x the no-move p99, copying at least 0.8x the rate of the
+fastest static throttle that meets the same p99.
+
+    .venv/bin/python benchmarks/adaptive_throttle.py [--move-mib 512] [--static-mb 10,20,40,80]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "cluster"))
+
+from cluster_support import DEFAULT_PROPS, LocalCluster, run_cli
+from confluent_kafka import Producer
+
+from headwater.admin.client import AdminClient
+from headwater.admin.local import READY_TIMEOUT_S, BrokerProcess, ZooKeeperProcess, free_port, wait_for_port
+from headwater.admin.reassign import Cluster, parse_throttle_metrics
+
+MESSAGE_BYTES = 1024
+
+
+def emit(**fields: Any) -> None:
+    print(json.dumps({"benchmark": "adaptive_throttle", **fields}), flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] if ordered else float("nan")
+
+
+class LoadProducer(threading.Thread):
+    """acks=all at a fixed rate; (send time, latency ms) of every acknowledged message."""
+
+    def __init__(self, bootstrap: str, topic: str, mb_per_s: float) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 1, "log_level": 3})
+        self.topic, self.rate = topic, mb_per_s * 1_000_000 / MESSAGE_BYTES
+        self.samples: list[tuple[float, float]] = []
+        self.errors = 0
+        self._halt = threading.Event()
+
+    def _report(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors += 1
+            return
+        latency = msg.latency()
+        if latency is not None:
+            self.samples.append((time.monotonic() - latency, latency * 1000))
+
+    def run(self) -> None:
+        payload = os.urandom(MESSAGE_BYTES)
+        start, sent = time.monotonic(), 0
+        while not self._halt.is_set():
+            due = int((time.monotonic() - start) * self.rate) + 1
+            while sent < due:
+                self.producer.produce(self.topic, value=payload, partition=0, on_delivery=self._report)
+                sent += 1
+            self.producer.poll(0)
+            time.sleep(0.001)  # the load generator must not take the CPU the brokers are measured on
+        self.producer.flush(30)
+
+    def window(self, t0: float, t1: float) -> list[float]:
+        return [lat for sent, lat in list(self.samples) if t0 <= sent < t1]
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(60)
+
+
+def start(root: Path) -> tuple[LocalCluster, dict[int, str]]:
+    cluster = LocalCluster(root, 4)
+    cluster.zk = ZooKeeperProcess(free_port(), root).start()
+    props = {**DEFAULT_PROPS, "zookeeper.connect": cluster.zk.connect, "log.segment.bytes": str(64 * 1024 * 1024),
+             "file.delete.delay.ms": "0"}
+    urls: dict[int, str] = {}
+    for b in range(1, 5):
+        port = free_port()
+        cluster.brokers[b] = BrokerProcess(b, free_port(), root, {**props, "metrics.port": str(port)})
+        urls[b] = f"http://127.0.0.1:{port}/metrics"
+    for bp in cluster.brokers.values():
+        bp.start(wait=False)
+    for bp in cluster.brokers.values():
+        assert bp.proc is not None
+        wait_for_port(bp.host, bp.port, READY_TIMEOUT_S, bp.proc)
+    cluster.wait_registered(set(cluster.brokers))
+    return cluster, urls
+
+
+def throttles(urls: dict[int, str]) -> dict[int, Any]:
+    out: dict[int, Any] = {}
+    for url in urls.values():
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as resp:
+            out.update(parse_throttle_metrics(resp.read().decode()))
+    return out
+
+
+def set_defaults(cluster: LocalCluster, configs: dict[str, str | None]) -> None:
+    """Cluster-wide dynamic broker configs (None: delete), as an operator sets them."""
+    added = ",".join(f"{k}={v}" for k, v in configs.items() if v is not None)
+    deleted = ",".join(k for k, v in configs.items() if v is None)
+    args = ["configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default"]
+    run_cli(*args, *(["--add-config", added] if added else []), *(["--delete-config", deleted] if deleted else []))
+
+
+def fill(bootstrap: str, topic: str, mib: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 1_000_000,
+                         "log_level": 3})
+    value = os.urandom(10_000)
+    for _ in range(mib * 1024 * 1024 // len(value)):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+
+
+def partition_bytes(cluster: LocalCluster, broker: int, topic: str) -> int:
+    return sum(f.stat().st_size for f in (cluster.data_dir / f"broker-{broker}-logs" / f"{topic}-0").glob("*.log"))
+
+
+class Mover:
+    """Moves ``big``-0 between {1,2,3} and {1,2,4}; times each move."""
+
+    def __init__(self, cluster: LocalCluster, admin: Cluster, urls: dict[int, str]) -> None:
+        self.cluster, self.admin, self.urls = cluster, admin, urls
+        self.current = [1, 2, 3]
+
+    def move(self, watch_throttle: bool = False) -> tuple[float, float, float, list[dict[str, Any]]]:
+        target = [1, 2, 4] if self.current == [1, 2, 3] else [1, 2, 3]
+        adding = next(b for b in target if b not in self.current)
+        size = partition_bytes(self.cluster, 1, "big")
+        seen: list[dict[str, Any]] = []
+        t0 = time.monotonic()
+        result = self.admin.alter({("big", 0): target})
+        assert result[("big", 0)][0] == 0, result
+        last_poll = 0.0
+        while True:
+            now = time.monotonic()
+            if watch_throttle and now - last_poll >= 0.5:
+                last_poll = now
+                found = throttles({b: self.urls[b] for b in (1, adding)})
+                seen.append({"t": round(now - t0, 1), **{f"b{b}": [round(th.rate / 1e6, 2), th.reason,
+                                                                   round(th.produce_p99_ms, 1)]
+                                                         for b, th in sorted(found.items())}})
+            if ("big", 0) not in self.admin.ongoing():
+                break
+            time.sleep(0.1)
+        t1 = time.monotonic()
+        self.current = target
+        return t0, t1, size / (t1 - t0), seen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--move-mib", type=int, default=512)
+    parser.add_argument("--load-mb", type=float, default=0.5, help="MB/s of the acks=all producer")
+    parser.add_argument("--baseline-s", type=float, default=20)
+    parser.add_argument("--static-mb", default="10,20,40,80")
+    parser.add_argument("--floor-mb", type=float, default=2)
+    parser.add_argument("--ceiling-mb", type=float, default=100)
+    parser.add_argument("--target-factor", type=float, default=1.2)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--dir", type=Path, default=None)
+    args = parser.parse_args()
+    static_rates = [float(x) for x in args.static_mb.split(",") if x]
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        cluster, urls = start(Path(tmp))
+        client = AdminClient(cluster.bootstrap, client_id="adaptive-bench")
+        admin = Cluster(client)
+        load: LoadProducer | None = None
+        try:
+            # Both led by broker 1: the first of an explicit assignment is the preferred leader.
+            run_cli("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "load",
+                    "--replica-assignment", "1:2:3", "--config", "min.insync.replicas=2")
+            run_cli("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "big",
+                    "--replica-assignment", "1:2:3")
+            cluster.wait_full_isr(["load", "big"], 1)
+            assert cluster.leaders("load") == {0: 1} and cluster.leaders("big") == {0: 1}
+            fill(cluster.bootstrap, "big", args.move_mib)
+            cluster.wait_full_isr(["big"], 1, timeout_s=120)
+            load = LoadProducer(cluster.bootstrap, "load", args.load_mb)
+            load.start()
+            time.sleep(5)  # connections, metadata, the producer's first batches
+            mover = Mover(cluster, admin, urls)
+            results: list[dict[str, Any]] = []
+
+            def record(phase: str, t0: float, t1: float, throttle_mb: float | None = None, copy: float | None = None,
+                       **extra: Any) -> dict[str, Any]:
+                lat = load.window(t0, t1) if load is not None else []
+                row = {"phase": phase, "throttle_mb_per_s": throttle_mb, "seconds": round(t1 - t0, 1),
+                       "messages": len(lat), "p50_ms": round(percentile(lat, 0.5), 2),
+                       "p99_ms": round(percentile(lat, 0.99), 2),
+                       "copy_mb_per_s": None if copy is None else round(copy / 1e6, 2), **extra}
+                emit(**row)
+                results.append(row)
+                return row
+
+            # The brokers' own p99 during no_move (the adaptive mode, with no move, reports it every tick).
+            set_defaults(cluster, {"reassignment.throttle.mode": "adaptive"})
+            broker_p99: list[float] = []
+            for _ in range(args.repeat):
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < args.baseline_s:
+                    time.sleep(1)
+                    p = throttles({1: urls[1]}).get(1)
+                    if p is not None and p.produce_p99_ms > 0:
+                        broker_p99.append(p.produce_p99_ms)
+                record("no_move", t0, time.monotonic())
+            set_defaults(cluster, {"reassignment.throttle.mode": None})
+            for _ in range(args.repeat):
+                t0, t1, copy, _ = mover.move()
+                record("unthrottled", t0, t1, None, copy)
+                for mb in static_rates:
+                    set_defaults(cluster, {"reassignment.throttled.rate": str(int(mb * 1e6))})
+                    time.sleep(1.5)
+                    t0, t1, copy, _ = mover.move()
+                    record("static", t0, t1, mb, copy)
+                set_defaults(cluster, {"reassignment.throttled.rate": None})
+            # The target an operator would pick from a dashboard of the brokers' per-second p99: what it
+            # stays under 9 seconds in 10 without a move, plus the headroom the goal allows.
+            target_ms = max(1, math.ceil(args.target_factor * percentile(broker_p99, 0.9))) if broker_p99 else 100
+            set_defaults(cluster, {"reassignment.throttle.mode": "adaptive",
+                                 "reassignment.adaptive.min.throttled.rate": str(int(args.floor_mb * 1e6)),
+                                 "reassignment.adaptive.max.throttled.rate": str(int(args.ceiling_mb * 1e6)),
+                                 "reassignment.adaptive.max.produce.latency.ms": str(target_ms)})
+            time.sleep(1.5)
+            for _ in range(args.repeat):
+                t0, t1, copy, seen = mover.move(watch_throttle=True)
+                rates = [s["b1"][0] for s in seen if "b1" in s]
+                record("adaptive", t0, t1, None, copy, target_ms=target_ms,
+                       broker_p99_no_move_ms=round(percentile(broker_p99, 0.9), 2) if broker_p99 else None,
+                       leader_rate_mb_min=min(rates, default=None), leader_rate_mb_max=max(rates, default=None),
+                       leader_rate_mb_mean=round(statistics.mean(rates), 2) if rates else None, trace=seen)
+            summary(results)
+        finally:
+            if load is not None:
+                load.stop()
+            client.close()
+            cluster.stop()
+
+
+def summary(results: list[dict[str, Any]]) -> None:
+    def med(phase: str, key: str, rows: list[dict[str, Any]] | None = None) -> float:
+        return float(statistics.median(r[key] for r in (rows or results) if r["phase"] == phase))
+
+    base = med("no_move", "p99_ms")
+    adaptive_p99, adaptive_copy = med("adaptive", "p99_ms"), med("adaptive", "copy_mb_per_s")
+    statics: dict[float, list[dict[str, Any]]] = {}
+    for r in results:
+        if r["phase"] == "static":
+            statics.setdefault(r["throttle_mb_per_s"], []).append(r)
+    meeting = [mb for mb, rows in statics.items() if med("static", "p99_ms", rows) <= max(adaptive_p99, 1.2 * base)]
+    fastest = max(meeting, default=None)
+    fastest_copy = med("static", "copy_mb_per_s", statics[fastest]) if fastest is not None else None
+    emit(phase="summary", no_move_p99_ms=base, unthrottled_p99_ms=med("unthrottled", "p99_ms"),
+         adaptive_p99_ms=adaptive_p99, adaptive_p99_over_no_move=round(adaptive_p99 / base, 2),
+         adaptive_copy_mb_per_s=adaptive_copy, fastest_static_meeting_p99_mb=fastest,
+         fastest_static_copy_mb_per_s=fastest_copy,
+         copy_vs_that_static=None if not fastest_copy else round(adaptive_copy / fastest_copy, 2),
+         goal_p99=adaptive_p99 <= 1.2 * base,
+         goal_copy=None if not fastest_copy else adaptive_copy >= 0.8 * fastest_copy)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""The adaptive reassignment throttle: the rate of this broker's reassignment limiters, from what the
+copy does to its acks=all producers and in-sync followers (beyond Kafka; issue #21, docs/replication.md).
+
+With ``reassignment.throttle.mode=adaptive`` each broker runs one ``AdaptiveThrottle``. About once a
+second (``tick``) the shell hands it what it saw since the last tick (``Observation``):
+- the latencies of the acks=all produces this broker answered (arrival to answer, ms);
+- the largest lag, in ms, of an in-sync follower of a partition this broker leads (``None``: it leads
+  no partition with an in-sync follower);
+- the bytes its reassignment limiters charged (the copy of replicas being added, either direction).
+
+The rule (AIMD; docs/replication.md says why), first match wins:
+1. The follower lag is over ``max_follower_lag_ms``: cut the rate by ``DECREASE`` (``FOLLOWER_LAG``).
+2. The p99 of the produce latencies is over ``max_produce_latency_ms``: cut (``PRODUCE_LATENCY``).
+3. The copy used less than ``LIMITING_SHARE`` of the rate: hold (``NOT_LIMITING``). Raising a rate
+   the copy does not reach tests nothing, and the next move would start from an untested rate (as
+   TCP does not grow a window the application leaves unused, RFC 7661).
+4. Too few produces to judge a p99 (``MIN_SAMPLES``, gathered over at most ``MAX_WINDOW_MS``) on a
+   broker that leads in-sync followers: hold (``NO_SAMPLES``): there is something to protect but no
+   traffic to judge by.
+5. Otherwise raise the rate by ``(max_rate - min_rate) / STEPS`` (``INCREASE``): both signals are
+   under their targets, or the broker has nothing to protect at all (no acks=all produce, no in-sync
+   follower: a new, empty broker, the usual target of a move, must not hold the copy at the start
+   rate; the brokers at the other end of each copy judge it by their own signals).
+The rate always stays within ``[min_rate, max_rate]``.
+
+Only replicas being added are metered by these limiters (``throttle.limiters_for``), so an in-sync
+follower's catch-up is never slowed, whatever the rate. It reads no clock; every call takes ``now_ms``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MODE_STATIC = "static"
+MODE_ADAPTIVE = "adaptive"
+MODES = (MODE_STATIC, MODE_ADAPTIVE)
+
+DECREASE = 0.7  # multiplicative decrease (CUBIC's beta): halving left a quarter of the rate unused on average
+STEPS = 20  # additive increase: from the floor to the ceiling in this many good ticks
+LIMITING_SHARE = 0.5  # the copy used at least this share of the rate since the last tick
+MIN_SAMPLES = 20  # produces needed for a p99 (the nearest-rank p99 of 20 is their maximum)
+MAX_WINDOW_MS = 5_000  # fewer samples than that in this long: no produce signal, and they are dropped
+
+
+class Reason(enum.Enum):
+    """Why the rate in force is what it is (the ``reason`` label of the metrics)."""
+
+    STATIC = "static"  # mode static: reassignment.throttled.rate, or no limit
+    START = "start"  # adaptive, no tick yet: the start value
+    INCREASE = "increase"
+    PRODUCE_LATENCY = "produce_latency"
+    FOLLOWER_LAG = "follower_lag"
+    NOT_LIMITING = "not_limiting"
+    NO_SAMPLES = "no_samples"
+
+
+@dataclass(frozen=True)
+class AdaptiveSettings:
+    """The ``reassignment.adaptive.*`` configs (docs/operations.md)."""
+
+    min_rate: int
+    max_rate: int
+    max_produce_latency_ms: float
+    max_follower_lag_ms: float
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_rate <= self.max_rate:
+            raise ValueError(f"need 0 < min rate <= max rate, got {self.min_rate} and {self.max_rate}")
+
+    @property
+    def step(self) -> float:
+        return max(1.0, (self.max_rate - self.min_rate) / STEPS)
+
+    def clamp(self, rate: float) -> float:
+        return min(float(self.max_rate), max(float(self.min_rate), rate))
+
+
+@dataclass(frozen=True)
+class Observation:
+    produce_latencies_ms: Sequence[float] = ()
+    follower_lag_ms: int | None = None
+    copied_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    rate: int
+    reason: Reason
+    produce_p99_ms: float | None  # what it judged by (None: no p99 this tick)
+    follower_lag_ms: int | None
+
+
+@dataclass(frozen=True)
+class ThrottleStatus:
+    """The reassignment throttle in force on a broker, for the metrics: the rate (0: none), why, and
+    what the adaptive mode last judged by (``None``: nothing)."""
+
+    mode: str
+    rate: int
+    reason: Reason
+    produce_p99_ms: float | None = None
+    follower_lag_ms: int | None = None
+
+
+def p99(latencies: Sequence[float]) -> float:
+    """Nearest-rank 99th percentile (Prometheus-free, exact for the few hundred samples of a tick)."""
+    ordered = sorted(latencies)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+class AdaptiveThrottle:
+    def __init__(self, settings: AdaptiveSettings, now_ms: int, start_rate: int | None = None) -> None:
+        """``start_rate``: ``reassignment.throttled.rate`` if set (clamped), else the floor."""
+        self.settings = settings
+        self._rate = settings.clamp(start_rate if start_rate is not None else settings.min_rate)
+        self._last_tick_ms = now_ms
+        self._pending: list[float] = []
+        self._pending_since_ms = now_ms
+        self.last = Decision(int(self._rate), Reason.START, None, None)
+
+    @property
+    def rate(self) -> int:
+        return int(self._rate)
+
+    def reconfigure(self, settings: AdaptiveSettings) -> None:
+        """New targets or bounds: the rate in force carries on, clamped to the new bounds."""
+        self.settings = settings
+        self._rate = settings.clamp(self._rate)
+        self.last = Decision(int(self._rate), self.last.reason, self.last.produce_p99_ms, self.last.follower_lag_ms)
+
+    def _produce_p99(self, latencies: Sequence[float], now_ms: int) -> float | None:
+        if not self._pending:
+            self._pending_since_ms = self._last_tick_ms
+        self._pending.extend(latencies)
+        if len(self._pending) >= MIN_SAMPLES:
+            value = p99(self._pending)
+        elif now_ms - self._pending_since_ms >= MAX_WINDOW_MS:
+            value = None  # a trickle of produces: too few for a p99, and too old to wait for more
+        else:
+            return None  # keep gathering
+        self._pending = []
+        return value
+
+    def tick(self, now_ms: int, obs: Observation) -> Decision:
+        s = self.settings
+        elapsed_ms = max(1, now_ms - self._last_tick_ms)
+        latency = self._produce_p99(obs.produce_latencies_ms, now_ms)
+        self._last_tick_ms = now_ms
+        lag = obs.follower_lag_ms
+        if lag is not None and lag > s.max_follower_lag_ms:
+            reason = Reason.FOLLOWER_LAG
+        elif latency is not None and latency > s.max_produce_latency_ms:
+            reason = Reason.PRODUCE_LATENCY
+        elif obs.copied_bytes < LIMITING_SHARE * self._rate * elapsed_ms / 1000:
+            reason = Reason.NOT_LIMITING
+        elif latency is None and lag is not None:
+            reason = Reason.NO_SAMPLES
+        else:
+            reason = Reason.INCREASE
+        if reason in (Reason.FOLLOWER_LAG, Reason.PRODUCE_LATENCY):
+            self._rate = s.clamp(self._rate * DECREASE)
+        elif reason is Reason.INCREASE:
+            self._rate = s.clamp(self._rate + s.step)
+        self.last = Decision(int(self._rate), reason, latency, lag)
+        return self.last

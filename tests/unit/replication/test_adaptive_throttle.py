@@ -1,0 +1,199 @@
+"""The adaptive reassignment throttle's rule (headwater/replication/adaptive_throttle.py): the
+documented contract, since Kafka has no such mode."""
+
+from __future__ import annotations
+
+import pytest
+from _replication_model import ModelLog
+
+from headwater.protocol.errors import ErrorCode
+from headwater.replication.adaptive_throttle import (
+    DECREASE,
+    MAX_WINDOW_MS,
+    MIN_SAMPLES,
+    AdaptiveSettings,
+    AdaptiveThrottle,
+    Observation,
+    Reason,
+    p99,
+)
+from headwater.replication.partition import FollowerFetch, LeaderAndIsrState, PartitionReplica, Role
+from headwater.replication.throttle import ByteRateLimiter, limiters_for
+
+MB = 1_000_000
+SETTINGS = AdaptiveSettings(min_rate=1 * MB, max_rate=21 * MB, max_produce_latency_ms=50, max_follower_lag_ms=2_000)
+STEP = SETTINGS.step  # 1 MB/s: 20 steps from 1 to 21
+
+
+def fast(n: int = 100, ms: float = 5.0) -> list[float]:
+    return [ms] * n
+
+
+def busy(rate: float, seconds: float = 1.0) -> int:
+    """Bytes a copy that uses the whole budget charges in ``seconds``."""
+    return int(rate * seconds)
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ValueError):
+        AdaptiveSettings(min_rate=0, max_rate=1, max_produce_latency_ms=1, max_follower_lag_ms=1)
+    with pytest.raises(ValueError):
+        AdaptiveSettings(min_rate=2, max_rate=1, max_produce_latency_ms=1, max_follower_lag_ms=1)
+
+
+def test_starts_at_the_floor_or_the_static_rate_clamped() -> None:
+    assert AdaptiveThrottle(SETTINGS, 0).rate == 1 * MB
+    assert AdaptiveThrottle(SETTINGS, 0, start_rate=5 * MB).rate == 5 * MB
+    assert AdaptiveThrottle(SETTINGS, 0, start_rate=500 * MB).rate == 21 * MB
+    assert AdaptiveThrottle(SETTINGS, 0).last.reason is Reason.START
+
+
+def test_raises_additively_while_under_target() -> None:
+    t = AdaptiveThrottle(SETTINGS, 0)
+    for i in range(1, 6):
+        d = t.tick(i * 1000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+        assert d.reason is Reason.INCREASE
+        assert d.rate == 1 * MB + i * STEP
+        assert d.produce_p99_ms == 5.0 and d.follower_lag_ms == 0
+
+
+def test_cuts_multiplicatively_on_produce_latency_over_target() -> None:
+    t = AdaptiveThrottle(SETTINGS, 0, start_rate=10 * MB)
+    # 1 slow produce in 100 is not the p99; 2 are.
+    d = t.tick(1000, Observation([*fast(99), 500.0], follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.INCREASE and d.rate == 11 * MB
+    d = t.tick(2000, Observation([*fast(98), 500.0, 500.0], follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.PRODUCE_LATENCY and d.produce_p99_ms == 500.0
+    assert d.rate == int(11 * MB * DECREASE)
+    # It cuts whether or not the copy used its budget: the latency is what counts.
+    d = t.tick(3000, Observation(fast(100, ms=80), copied_bytes=0))
+    assert d.reason is Reason.PRODUCE_LATENCY and d.rate == int(11 * MB * DECREASE * DECREASE)
+
+
+def test_cuts_on_follower_lag_over_target() -> None:
+    t = AdaptiveThrottle(SETTINGS, 0, start_rate=10 * MB)
+    d = t.tick(1000, Observation(fast(), follower_lag_ms=2_001, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.FOLLOWER_LAG and d.rate == int(10 * MB * DECREASE)
+    # Lag alone is enough, with no produce to judge by.
+    d = t.tick(2000, Observation((), follower_lag_ms=5_000, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.FOLLOWER_LAG and d.follower_lag_ms == 5_000
+    # At the target is not over it.
+    d = t.tick(3000, Observation(fast(), follower_lag_ms=2_000, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.INCREASE
+
+
+def test_clamps_to_floor_and_ceiling() -> None:
+    t = AdaptiveThrottle(SETTINGS, 0, start_rate=20 * MB)
+    for i in range(1, 4):
+        d = t.tick(i * 1000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+        assert d.rate == 21 * MB
+    for i in range(4, 30):
+        d = t.tick(i * 1000, Observation(fast(ms=1000)))
+        assert SETTINGS.min_rate <= d.rate <= SETTINGS.max_rate
+    assert d.rate == 1 * MB and d.reason is Reason.PRODUCE_LATENCY
+
+
+def test_holds_without_produce_samples_where_there_is_something_to_protect() -> None:
+    t = AdaptiveThrottle(SETTINGS, 0, start_rate=5 * MB)
+    # In-sync followers (lag known) but no acks=all produce: no traffic to judge by.
+    for i in range(1, 8):
+        d = t.tick(i * 1000, Observation((), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+        assert d.reason is Reason.NO_SAMPLES and d.rate == 5 * MB and d.produce_p99_ms is None
+
+
+def test_a_trickle_of_produces_is_gathered_until_there_are_enough() -> None:
+    t = AdaptiveThrottle(SETTINGS, 0, start_rate=5 * MB)
+    per_tick = MIN_SAMPLES // 2
+    d = t.tick(1000, Observation(fast(per_tick), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.NO_SAMPLES
+    d = t.tick(2000, Observation(fast(per_tick), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.INCREASE and d.produce_p99_ms == 5.0
+    # One produce a tick never reaches a p99; what was gathered is dropped after MAX_WINDOW_MS.
+    for i in range(3, 3 + MAX_WINDOW_MS // 1000 + 2):
+        d = t.tick(i * 1000, Observation(fast(1, ms=900), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+        assert d.reason is Reason.NO_SAMPLES
+
+
+def test_holds_while_the_copy_does_not_use_the_rate() -> None:
+    t = AdaptiveThrottle(SETTINGS, 0, start_rate=5 * MB)
+    # No copy at all (no replica being added), then a copy held back elsewhere at a third of the rate.
+    for i, copied in enumerate((0, 0, busy(5 * MB / 3)), start=1):
+        d = t.tick(i * 1000, Observation(fast(), follower_lag_ms=0, copied_bytes=copied))
+        assert d.reason is Reason.NOT_LIMITING and d.rate == 5 * MB
+    d = t.tick(4000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(5 * MB * 0.6)))
+    assert d.reason is Reason.INCREASE
+
+
+def test_a_broker_with_nothing_to_protect_does_not_hold_the_copy_back() -> None:
+    # The new, empty broker a move copies to: no produce, no in-sync followers of its own.
+    t = AdaptiveThrottle(SETTINGS, 0)
+    for i in range(1, 30):
+        d = t.tick(i * 1000, Observation((), follower_lag_ms=None, copied_bytes=busy(t.rate)))
+        assert d.reason is Reason.INCREASE
+    assert d.rate == SETTINGS.max_rate
+
+
+def test_reconfigure_clamps_the_rate_in_force() -> None:
+    t = AdaptiveThrottle(SETTINGS, 0, start_rate=15 * MB)
+    t.reconfigure(AdaptiveSettings(min_rate=MB, max_rate=8 * MB, max_produce_latency_ms=50, max_follower_lag_ms=1))
+    assert t.rate == 8 * MB and t.last.rate == 8 * MB
+
+
+def test_p99_is_nearest_rank() -> None:
+    assert p99([1.0]) == 1.0
+    assert p99([float(i) for i in range(1, 101)]) == 99.0
+    assert p99([float(i) for i in range(1, 21)]) == 20.0
+
+
+# --- what feeds it: only replicas being added are metered, lag only of in-sync followers --------------
+
+def test_only_replicas_being_added_are_metered_at_the_adaptive_rate() -> None:
+    t = AdaptiveThrottle(SETTINGS, 0)
+    lim = ByteRateLimiter(t.rate, now_ms=0)
+    d = t.tick(1000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    lim.set_rate(d.rate, 1000)
+    # An in-sync follower is never metered, even if it is in AR; one catching up outside AR neither
+    # (unless listed in Kafka's throttled replicas, which the adaptive mode does not touch).
+    assert limiters_for(in_sync=True, listed=False, adding=True, replication=None, reassignment=lim) == ()
+    assert limiters_for(in_sync=False, listed=False, adding=False, replication=None, reassignment=lim) == ()
+    assert limiters_for(in_sync=False, listed=False, adding=True, replication=None, reassignment=lim) == (lim,)
+
+
+def _leader(now_ms: int) -> tuple[PartitionReplica, ModelLog]:
+    log = ModelLog([0] * 10)
+    r = PartitionReplica("t", 0, 1, replica_lag_time_max_ms=30_000, min_insync_replicas=1)
+    out = r.apply_leader_and_isr(
+        LeaderAndIsrState(1, 1, (1, 2), 0, (1, 2, 3, 4), adding_replicas=(3, 4)),
+        log_end_offset=log.log_end_offset, latest_epoch=log.latest_epoch(), high_watermark=10, now_ms=now_ms)
+    assert out.error == ErrorCode.NONE and out.role is Role.LEADER
+    assert out.assign_epoch is not None
+    log.assign_epoch(out.assign_epoch.epoch, out.assign_epoch.start_offset)
+    return r, log
+
+
+def _fetch(r: PartitionReplica, log: ModelLog, replica: int, offset: int, now_ms: int) -> None:
+    r.on_follower_fetch(FollowerFetch(replica, r.leader_epoch, offset, -1), leader_log_start_offset=0,
+                        epoch_end_offset=log.end_offset_for_epoch, now_ms=now_ms)
+
+
+def test_follower_lag_counts_in_sync_followers_only() -> None:
+    r, log = _leader(1_000)
+    _fetch(r, log, 2, 10, 1_000)  # caught up
+    _fetch(r, log, 3, 0, 1_000)  # being added, far behind: not in the ISR, not counted
+    assert r.isr_follower_lag_ms(1_500) == 0
+    for _ in range(5):
+        log.append(r.leader_epoch)
+    r.on_local_append(log.log_end_offset, 2_000)
+    _fetch(r, log, 2, 10, 2_000)  # behind the new end: last caught up at 1,000
+    assert r.isr_follower_lag_ms(4_000) == 3_000
+    _fetch(r, log, 2, 15, 4_100)
+    assert r.isr_follower_lag_ms(4_200) == 0
+
+
+def test_follower_lag_is_none_without_in_sync_followers_or_leadership() -> None:
+    log = ModelLog([0] * 10)
+    r = PartitionReplica("t", 0, 1, replica_lag_time_max_ms=30_000, min_insync_replicas=1)
+    assert r.isr_follower_lag_ms(0) is None
+    r.apply_leader_and_isr(LeaderAndIsrState(1, 1, (1,), 0, (1, 2)), log_end_offset=log.log_end_offset,
+                           latest_epoch=log.latest_epoch(), high_watermark=10, now_ms=0)
+    assert r.isr_follower_lag_ms(0) is None
