@@ -207,6 +207,11 @@ class Controller:
         return self._state.epoch_zk_version
 
     @property
+    def state(self) -> ControllerState:
+        """What the controller knows, for the shell's readers (self-healing); only events change it."""
+        return self._state
+
+    @property
     def live_brokers(self) -> Mapping[int, LiveBroker]:
         return self._state.live
 

@@ -52,6 +52,9 @@ ADAPTIVE_MAX_PRODUCE_LATENCY_MS = "reassignment.adaptive.max.produce.latency.ms"
 ADAPTIVE_MAX_FOLLOWER_LAG_MS = "reassignment.adaptive.max.follower.lag.ms"
 ADAPTIVE_MIN_RATE = "reassignment.adaptive.min.throttled.rate"
 ADAPTIVE_MAX_RATE = "reassignment.adaptive.max.throttled.rate"
+SELF_HEALING_ENABLE = "self.healing.enable"
+SELF_HEALING_THRESHOLD_MS = "self.healing.broker.failure.threshold.ms"
+SELF_HEALING_DRY_RUN = "self.healing.dry.run"
 HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, int, str]] = {
     "reassignment.throttled.rate": (ConfigType.LONG, 0, str((1 << 63) - 1)),
     "reassignment.max.concurrent.moves.per.broker": (ConfigType.INT, 1, str((1 << 31) - 1)),
@@ -60,8 +63,13 @@ HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, int, str]] = {
     ADAPTIVE_MAX_FOLLOWER_LAG_MS: (ConfigType.LONG, 1, "5000"),
     ADAPTIVE_MIN_RATE: (ConfigType.LONG, 1, "1000000"),
     ADAPTIVE_MAX_RATE: (ConfigType.LONG, 1, "100000000"),
+    # Self-healing (docs/controller.md): off unless enabled; Cruise Control's 30-minute threshold.
+    SELF_HEALING_ENABLE: (ConfigType.BOOLEAN, 0, "false"),
+    SELF_HEALING_THRESHOLD_MS: (ConfigType.LONG, 0, "1800000"),
+    SELF_HEALING_DRY_RUN: (ConfigType.BOOLEAN, 0, "false"),
 }
-_HEADWATER_CHOICES = {REASSIGNMENT_THROTTLE_MODE: ("static", "adaptive")}
+_HEADWATER_CHOICES = {REASSIGNMENT_THROTTLE_MODE: ("static", "adaptive"),
+                      SELF_HEALING_ENABLE: ("true", "false"), SELF_HEALING_DRY_RUN: ("true", "false")}
 
 
 def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, int, int] | None:
@@ -120,8 +128,10 @@ def validate_broker_update(configs: Mapping[str, str | None], *, per_broker: boo
     for name, value in configs.items():
         if name in _HEADWATER_CHOICES and value is not None:
             if value.strip().lower() not in _HEADWATER_CHOICES[name]:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
-                                                           f"String must be one of: {', '.join(_HEADWATER_CHOICES[name])}")
+                expected = ("Expected value to be either true or false"  # ConfigDef's words for a BOOLEAN
+                            if HEADWATER_BROKER_CONFIGS[name][0] is ConfigType.BOOLEAN
+                            else f"String must be one of: {', '.join(_HEADWATER_CHOICES[name])}")
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {expected}")
             continue
         if name in HEADWATER_BROKER_CONFIGS and value is not None:
             type_, low, _default = HEADWATER_BROKER_CONFIGS[name]

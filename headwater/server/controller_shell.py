@@ -42,6 +42,7 @@ from headwater.protocol import control_wire
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import LeaderAndIsrResponse, StopReplicaRequest, UpdateMetadataResponse
 from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
+from headwater.server.self_healer import SelfHealer
 from headwater.server.zk import ControllerMovedError, ZooKeeper
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,8 @@ class ControllerShell:
         self._legacy_seen = -1  # czxid of the legacy reassignment znode already handed to the core
         self._preferred_seen = -1  # likewise for /admin/preferred_replica_election
         self._rebalance_task: asyncio.Task[None] | None = None
+        self.healer = SelfHealer(broker_id, self.core.state, self.request)
+        self._healer_task: asyncio.Task[None] | None = None
         self._current: _Pending | None = None  # the event being processed
         # The last UpdateMetadata topic states written, with the tuple they were written from (kept
         # alive, so that an identity match cannot be a reused id).
@@ -118,6 +121,7 @@ class ControllerShell:
         self.zk.watch_data(BROKER_DEFAULTS, self._on_broker_defaults)
         self.zk.watch_children(PATHS.LOG_DIR_EVENT_NOTIFICATION, self._on_log_dir_events)
         self._rebalance_task = asyncio.get_running_loop().create_task(self._auto_rebalance())
+        self._healer_task = asyncio.get_running_loop().create_task(self.healer.run(lambda: self.active))
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
 
     async def _read_tree(self) -> dict[str, Znode]:
@@ -159,7 +163,8 @@ class ControllerShell:
             if pending.reply is not None and not pending.reply.done():
                 event = pending.event
                 pending.reply.set_result(not_controller_response(event) if event is not None and _is_request(event) else None)
-        tasks = [*(t for t in (self._task, self._rebalance_task) if t is not None), *self._senders.values()]
+        tasks = [*(t for t in (self._task, self._rebalance_task, self._healer_task) if t is not None),
+                 *self._senders.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:

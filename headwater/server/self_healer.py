@@ -1,0 +1,177 @@
+"""Self-healing on the active controller: every second it shows ``controller/self_healing.py``
+what the controller knows and carries out its decisions through the controller's own events, the
+way an operator's requests arrive: AlterPartitionReassignments starts and cancels moves, ElectLeaders
+(PREFERRED) ends them. Plans come from the planner's in-process engine, as ``headwater plan --engine
+local --goal fix-dead`` makes them (rack-aware, moving only the dead brokers' replicas), in a worker
+thread so the controller keeps working while it plans.
+
+The moves run under whatever reassignment throttle is in force (``reassignment.throttled.rate`` or
+``reassignment.throttle.mode=adaptive``): healing is a reassignment like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.controller import events as ev
+from headwater.controller.self_healing import (
+    DEFAULT_THRESHOLD_MS,
+    Cancel,
+    ClusterView,
+    ElectPreferred,
+    Heal,
+    HealingConfig,
+    SelfHealing,
+)
+from headwater.controller.state import ControllerState
+from headwater.controller.znodes import TopicPartition
+from headwater.metadata.configs import SELF_HEALING_DRY_RUN, SELF_HEALING_ENABLE, SELF_HEALING_THRESHOLD_MS
+from headwater.protocol.errors import ErrorCode
+from headwater.server.clock import now_ms
+
+log = logging.getLogger("headwater.self_healing")
+
+TICK_S = 1.0
+
+
+def healing_config(defaults: Mapping[str, str]) -> HealingConfig:
+    """The cluster-wide dynamic broker configs (``/config/brokers/<default>``) as the decisions' settings;
+    a hand-written value that does not parse keeps the default."""
+    def flag(name: str) -> bool:
+        return defaults.get(name, "false").strip().lower() == "true"
+    try:
+        threshold = max(0, int(defaults.get(SELF_HEALING_THRESHOLD_MS, DEFAULT_THRESHOLD_MS)))
+    except ValueError:
+        threshold = DEFAULT_THRESHOLD_MS
+    return HealingConfig(flag(SELF_HEALING_ENABLE), threshold, flag(SELF_HEALING_DRY_RUN))
+
+
+def cluster_view(state: ControllerState) -> ClusterView:
+    replicas: dict[TopicPartition, tuple[int, ...]] = {}
+    moving: set[TopicPartition] = set(state.queued)
+    for name, topic in state.topics.items():
+        if name in state.deleting:
+            continue
+        for p, a in topic.partitions.items():
+            tp = TopicPartition(name, p)
+            replicas[tp] = a.replicas
+            if a.adding_replicas or a.removing_replicas:
+                moving.add(tp)
+    return ClusterView(frozenset(state.live), replicas, frozenset(moving))
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """The planner's view of the cluster, copied from the controller's state on the event loop (the
+    planner then runs in a worker thread while events keep changing that state)."""
+
+    brokers: list[dict[str, Any]]
+    topics: list[dict[str, Any]]
+    waiting: tuple[int, ...]  # dead brokers not yet due: they keep their replicas and receive nothing
+
+
+def plan_input(state: ControllerState, heal: Heal) -> PlanInput:
+    named = {b for topic in state.topics.values() for a in topic.partitions.values() for b in a.replicas}
+    waiting = tuple(sorted(named - set(state.live) - set(heal.brokers)))
+    brokers = [{"node_id": b, "rack": lb.info.rack} for b, lb in state.live.items()]
+    brokers += [{"node_id": b, "rack": None} for b in waiting]
+    topics = [{"name": name, "error_code": 0,
+               "partitions": [{"partition_index": p, "replica_nodes": list(a.replicas),
+                               "leader_id": st.leader if (st := state.states.get(TopicPartition(name, p))) else -1}
+                              for p, a in topic.partitions.items()]}
+              for name, topic in state.topics.items() if name not in state.deleting]
+    return PlanInput(brokers, topics, waiting)
+
+
+def plan_heal(given: PlanInput, heal: Heal) -> dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(replicas now, target) for each partition of ``heal.brokers``: the planner's fix-dead plan,
+    rack-aware and moving only those brokers' replicas. Disks count as unlimited (the controller
+    knows no sizes)."""
+    from headwater.planner.engine import LocalEngine, run_plan
+    from headwater.planner.live import snapshot_from_metadata
+    from headwater.planner.model import Goal, PlanOptions
+
+    engine = LocalEngine(snapshot_from_metadata({"brokers": given.brokers}, given.topics, [], {}, None))
+    run_plan(engine, PlanOptions(goal=Goal.FIX_DEAD, dead_brokers=heal.brokers, exclude_brokers=given.waiting))
+    due = set(heal.brokers)
+    out: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    for c in engine.changes():
+        tp = TopicPartition(c.topic, c.partition)
+        if tp not in heal.keep_out and due & set(c.old) and c.new != c.old:
+            out[tp] = (tuple(c.old), tuple(c.new))
+    return out
+
+
+class SelfHealer:
+    def __init__(self, broker_id: int, state: ControllerState,
+                 request: Callable[[ev.Event], Awaitable[Any]]) -> None:
+        self.broker_id = broker_id
+        self.state = state
+        self.request = request
+        self.core = SelfHealing()
+        self.actions: dict[str, int] = {"heal": 0, "cancel": 0, "elect": 0, "dry_run": 0, "failed": 0}
+
+    async def run(self, active: Callable[[], bool]) -> None:
+        while active():
+            await asyncio.sleep(TICK_S)
+            if not active():
+                return
+            try:
+                await self.tick()
+            except Exception:  # a failed action is tried again on a later tick; the controller goes on
+                log.exception("controller %d: self-healing tick failed", self.broker_id)
+                self.actions["failed"] += 1
+                self.core.abandoned()
+
+    async def tick(self) -> None:
+        self.core.configure(healing_config(self.state.broker_defaults))
+        for decision in self.core.tick(now_ms(), cluster_view(self.state)):
+            if isinstance(decision, Heal):
+                await self._heal(decision)
+            elif isinstance(decision, Cancel):
+                await self._cancel(decision)
+            elif isinstance(decision, ElectPreferred):
+                await self._elect(decision)
+
+    async def _heal(self, heal: Heal) -> None:
+        dead = ", ".join(f"{b} (gone {ms / 1000:.0f} s)" for b, ms in heal.dead_for_ms.items())
+        plan = await asyncio.to_thread(plan_heal, plan_input(self.state, heal), heal)
+        if heal.dry_run:
+            self.actions["dry_run"] += 1
+            log.warning("self-healing (dry run): broker %s; would move %d partitions: %s", dead, len(plan),
+                        ", ".join(f"{tp.topic}-{tp.partition} {list(old)} -> {list(new)}"
+                                  for tp, (old, new) in sorted(plan.items())))
+            return
+        if not plan:
+            log.warning("self-healing: broker %s; the planner found no move", dead)
+            self.core.abandoned()
+            return
+        resp = await self.request(ev.AlterPartitionReassignmentsRequested(
+            tuple((tp.topic, tp.partition, new) for tp, (_old, new) in sorted(plan.items()))))
+        started = {TopicPartition(r.topic, r.partition): plan[TopicPartition(r.topic, r.partition)][0]
+                   for r in getattr(resp, "partitions", ()) if r.error == ErrorCode.NONE}
+        failed = [f"{r.topic}-{r.partition}: {r.error.name}" for r in getattr(resp, "partitions", ())
+                  if r.error != ErrorCode.NONE]
+        self.core.started(started, heal.brokers)
+        self.actions["heal"] += 1
+        log.warning("self-healing: broker %s; started %d moves%s: %s", dead, len(started),
+                    f" ({len(failed)} refused: {', '.join(failed)})" if failed else "",
+                    ", ".join(f"{tp.topic}-{tp.partition} {list(plan[tp][0])} -> {list(plan[tp][1])}"
+                              for tp in sorted(started)))
+
+    async def _cancel(self, cancel: Cancel) -> None:
+        await self.request(ev.AlterPartitionReassignmentsRequested(
+            tuple((tp.topic, tp.partition, None) for tp in cancel.partitions)))
+        self.actions["cancel"] += 1
+        log.warning("self-healing: broker %d is back; cancelled the healing moves still copying: %s", cancel.broker,
+                    ", ".join(f"{tp.topic}-{tp.partition}" for tp in cancel.partitions))
+
+    async def _elect(self, elect: ElectPreferred) -> None:
+        await self.request(ev.ElectLeadersRequested(tuple((tp.topic, tp.partition) for tp in elect.partitions)))
+        self.actions["elect"] += 1
+        log.warning("self-healing: moves completed; preferred leaders elected for %s",
+                    ", ".join(f"{tp.topic}-{tp.partition}" for tp in elect.partitions))
