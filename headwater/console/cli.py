@@ -13,6 +13,7 @@ import click
 from headwater.admin.options import command_config_option
 from headwater.admin.security import SecurityConfigError, load_command_config
 from headwater.console.csrf import CsrfGuard
+from headwater.console.plan import DEFAULT_SPARK_MASTER
 from headwater.console.reader import CLIENT_ID, Poller
 
 
@@ -44,8 +45,10 @@ def _loopback(host: str) -> bool:
 @click.option("--interval", default=1.0, show_default=True, help="Seconds between two reads of the cluster.")
 @click.option("--kafka-timeout", default=5.0, show_default=True,
               help="Seconds to wait for any one broker's answer before showing it as slow or down.")
+@click.option("--spark-master", default=DEFAULT_SPARK_MASTER, show_default=True, metavar="URL",
+              help="Spark master for the Plan page's Spark engine (started by the first Spark plan).")
 def console(bootstrap_server: str, command_config: Path | None, listen: str, read_only: bool,
-            metrics_urls: tuple[str, ...], interval: float, kafka_timeout: float) -> None:
+            metrics_urls: tuple[str, ...], interval: float, kafka_timeout: float, spark_master: str) -> None:
     """Serve the operator console: cluster, topics and live reassignments in the browser."""
     import uvicorn
 
@@ -58,7 +61,7 @@ def console(bootstrap_server: str, command_config: Path | None, listen: str, rea
         click.echo(f"error: --command-config {command_config}: {exc}", err=True)
         sys.exit(2)
     poller = Poller(bootstrap_server, security, props.get("client.id", CLIENT_ID), metrics_urls,
-                    timeout_s=kafka_timeout, interval_s=interval, read_only=read_only)
+                    timeout_s=kafka_timeout, interval_s=interval, read_only=read_only, spark_master=spark_master)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: object) -> AsyncIterator[None]:

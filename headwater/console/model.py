@@ -7,6 +7,7 @@ here does I/O, so the pages' meaning is unit-tested without a cluster.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,13 +88,106 @@ def replica_sizes(log_dirs: Mapping[int, Iterable[LogDirFacts]]) -> dict[tuple[s
     return out
 
 
+class Sizes:
+    """Replica bytes, looked up as ``replica_sizes`` answers them ((topic, partition, broker) ->
+    bytes), without merging every broker's answer into one map each poll: a broker's one log dir's
+    map is used as it is."""
+
+    def __init__(self, log_dirs: Mapping[int, Iterable[LogDirFacts]], previous: Sizes | None = None) -> None:
+        self.by_broker: dict[int, Mapping[TopicPartition, int]] = {}
+        for broker, dirs in log_dirs.items():
+            dirs = list(dirs)
+            if len(dirs) == 1:
+                self.by_broker[broker] = dirs[0].sizes
+            else:
+                merged: dict[TopicPartition, int] = {}
+                for d in dirs:
+                    for tp, size in d.sizes.items():
+                        merged[tp] = merged.get(tp, 0) + size
+                self.by_broker[broker] = merged
+        # The partitions with a replica whose bytes differ from ``previous`` (None: no previous).
+        # A broker whose answer was the same bytes has the very same map: nothing to compare.
+        self.previous = previous
+        self.changed: set[TopicPartition] | None = None
+        if previous is not None:
+            previous.previous = None  # only one step back is ever needed
+            changed: set[TopicPartition] = set()
+            for b in set(self.by_broker) | set(previous.by_broker):
+                new, old = self.by_broker.get(b), previous.by_broker.get(b)
+                if new is old:
+                    continue
+                if new is None or old is None:
+                    changed.update(new if new is not None else old or ())
+                    continue
+                changed.update(tp for tp, size in new.items() if old.get(tp) != size)
+                changed.update(old.keys() - new.keys())
+            self.changed = changed
+        self._changed_topics: set[str] | None = None
+
+    def unchanged_since(self, built_with: object, tp: TopicPartition | None = None, topic: str | None = None) -> bool:
+        """Whether what was built with the Sizes ``built_with`` still holds for partition ``tp`` (or
+        every partition of ``topic``): ``built_with`` is this one's previous and those bytes did not change."""
+        if self.changed is None or built_with is not self.previous:
+            return False
+        if tp is not None:
+            return tp not in self.changed
+        if self._changed_topics is None:
+            self._changed_topics = {t for t, _p in self.changed}
+        return topic not in self._changed_topics
+
+    def get(self, key: tuple[str, int, int], default: int | None = None) -> int | None:
+        found = self.by_broker.get(key[2])
+        return default if found is None else found.get((key[0], key[1]), default)
+
+    def __contains__(self, key: tuple[str, int, int]) -> bool:
+        found = self.by_broker.get(key[2])
+        return found is not None and (key[0], key[1]) in found
+
+
+SizeLookup = Sizes | Mapping[tuple[str, int, int], int]
+
+
+class ModelCache:
+    """What one poll built, kept for the next: a move's row, a topic's rows and heat-map counts, the
+    partition health and a topic's parsed throttled-replica lists are built again only when their
+    inputs changed. With 10,000 moves in flight almost none change from one second to the next."""
+
+    def __init__(self) -> None:
+        self.sizes: Sizes | None = None
+        # Each map was built with the Sizes next to it; an entry is carried over as it is (no new
+        # objects: with 10,000 moves, new objects each second made Python's full garbage collection,
+        # 0.1-0.15 s with everything the console holds, run every other poll).
+        self.moves: dict[TopicPartition, tuple[Ongoing, list[tuple[MoveMetric | None, float | None]], dict[str, Any]]] = {}
+        self.moves_sizes: Sizes | None = None
+        self.order: tuple[object, list[TopicPartition]] | None = None  # the moves in order, for this ongoing map
+        self.topics: dict[str, tuple[Mapping[int, PartitionFacts], dict[str, Any]]] = {}
+        self.topics_sizes: Sizes | None = None
+        self.heat: dict[str, tuple[Mapping[int, PartitionFacts], tuple[dict[int, int], dict[int, int]]]] = {}
+        self.heat_sizes: tuple[Sizes, tuple[int, ...]] | None = None
+        self.throttle_lists: dict[str, set[str]] = {}
+        self.throttle_inputs: tuple[Any, ...] | None = None
+        self.health: tuple[tuple[Any, ...], dict[str, list[str]]] | None = None
+        self.counts: tuple[Any, tuple[dict[int, int], ...]] | None = None
+
+    def sizes_for(self, facts: Facts) -> Sizes:
+        """This poll's replica bytes, with what changed since the last poll's."""
+        self.sizes = Sizes(facts.log_dirs, self.sizes)
+        return self.sizes
+
+
 def _min_isr(configs: Mapping[str, str | None]) -> int:
     value = configs.get("min.insync.replicas")
     return int(value) if value is not None and value.isdigit() else 1
 
 
-def health(facts: Facts) -> dict[str, list[str]]:
+def health(facts: Facts, cache: ModelCache | None = None) -> dict[str, list[str]]:
     """Under-replicated (ISR smaller than replicas), under-min-ISR and offline (no leader) partitions."""
+    if cache is not None:
+        key = (facts.topics, {t: _min_isr(c) for t, c in facts.topic_configs.items()})
+        if cache.health is not None and cache.health[0][0] is key[0] and cache.health[0][1] == key[1]:
+            return cache.health[1]
+        cache.health = (key, health(facts))
+        return cache.health[1]
     under, under_min, offline = [], [], []
     for topic, parts in sorted(facts.topics.items()):
         min_isr = _min_isr(facts.topic_configs.get(topic, {}))
@@ -108,14 +202,14 @@ def health(facts: Facts) -> dict[str, list[str]]:
     return {"under_replicated": under, "under_min_isr": under_min, "offline": offline}
 
 
-def brokers_model(facts: Facts) -> list[dict[str, Any]]:
-    """One row per broker: the registered ones, and any broker a replica names that is not
-    registered (down), so a dead broker stays on the page."""
+def _broker_counts(topics: Mapping[str, Mapping[int, PartitionFacts]]) -> tuple[dict[int, int], ...]:
+    """Per broker: replicas, leaders, partitions it is the preferred leader of, and of those the ones
+    another broker leads."""
     replicas: dict[int, int] = {}
     leaders: dict[int, int] = {}
     preferred: dict[int, int] = {}
     preferred_not_leading: dict[int, int] = {}
-    for parts in facts.topics.values():
+    for parts in topics.values():
         for pf in parts.values():
             for b in pf.replicas:
                 replicas[b] = replicas.get(b, 0) + 1
@@ -126,6 +220,23 @@ def brokers_model(facts: Facts) -> list[dict[str, Any]]:
                 preferred[first] = preferred.get(first, 0) + 1
                 if pf.leader != first:
                     preferred_not_leading[first] = preferred_not_leading.get(first, 0) + 1
+    return replicas, leaders, preferred, preferred_not_leading
+
+
+def brokers_model(facts: Facts, cache: ModelCache | None = None) -> list[dict[str, Any]]:
+    """One row per broker: the registered ones, and any broker a replica names that is not
+    registered (down), so a dead broker stays on the page."""
+    if cache is not None and cache.counts is not None and cache.counts[0] is facts.topics:
+        replicas, leaders, preferred, preferred_not_leading = cache.counts[1]
+    else:
+        replicas, leaders, preferred, preferred_not_leading = _broker_counts(facts.topics)
+        if cache is not None:
+            cache.counts = (facts.topics, (replicas, leaders, preferred, preferred_not_leading))
+    return _broker_rows(facts, replicas, leaders, preferred, preferred_not_leading)
+
+
+def _broker_rows(facts: Facts, replicas: dict[int, int], leaders: dict[int, int], preferred: dict[int, int],
+                 preferred_not_leading: dict[int, int]) -> list[dict[str, Any]]:
     rows = []
     for b in sorted(set(facts.brokers) | set(replicas)):
         bf = facts.brokers.get(b)
@@ -153,20 +264,38 @@ def brokers_model(facts: Facts) -> list[dict[str, Any]]:
     return rows
 
 
-def topics_model(facts: Facts) -> list[dict[str, Any]]:
-    sizes = replica_sizes(facts.log_dirs)
+def _carried(sizes: SizeLookup, built_with: Sizes | None) -> Sizes | None:
+    """``sizes`` when what was built with ``built_with`` may be carried over (it is the last poll's)."""
+    return sizes if isinstance(sizes, Sizes) and sizes.changed is not None and built_with is sizes.previous else None
+
+
+def topics_model(facts: Facts, sizes: SizeLookup | None = None, cache: ModelCache | None = None) -> list[dict[str, Any]]:
+    if sizes is None:
+        sizes = replica_sizes(facts.log_dirs)
     out = []
+    carried = _carried(sizes, cache.topics_sizes) if cache is not None else None
+    built: dict[str, tuple[Mapping[int, PartitionFacts], dict[str, Any]]] = {}
     for topic, parts in sorted(facts.topics.items()):
+        hit = cache.topics.get(topic) if carried is not None and cache is not None else None
+        if hit is not None and (hit[0] is parts or hit[0] == parts) and carried is not None \
+                and carried.unchanged_since(carried.previous, topic=topic):
+            built[topic] = hit
+            out.append(hit[1])
+            continue
         rows: list[dict[str, Any]] = []
         for p, pf in sorted(parts.items()):
-            by_broker = {b: sizes[(topic, p, b)] for b in pf.replicas if (topic, p, b) in sizes}
+            by_broker = {b: s for b in pf.replicas if (s := sizes.get((topic, p, b))) is not None}
             rows.append({
                 "partition": p, "leader": pf.leader, "replicas": list(pf.replicas), "isr": list(pf.isr),
                 "offline": list(pf.offline), "sizes": {str(b): s for b, s in by_broker.items()},
                 "size": by_broker.get(pf.leader, max(by_broker.values(), default=0)),
                 "under_replicated": len(pf.isr) < len(pf.replicas),
             })
-        out.append({"name": topic, "partitions": rows, "bytes": sum(r["size"] for r in rows)})
+        found = {"name": topic, "partitions": rows, "bytes": sum(r["size"] for r in rows)}
+        built[topic] = (parts, found)
+        out.append(found)
+    if cache is not None:
+        cache.topics, cache.topics_sizes = built, sizes if isinstance(sizes, Sizes) else None
     return out
 
 
@@ -174,41 +303,138 @@ def _throttled_entries(value: str | None) -> set[str]:
     return {e.strip() for e in (value or "").split(",") if e.strip()}
 
 
-def _is_throttled(facts: Facts, tp: TopicPartition, sources: Iterable[int], adding: Iterable[int]) -> bool:
-    """Kafka throttles a move when the topic lists its replicas and the brokers have a rate: the
-    follower list names the adding replicas (or ``*``)."""
-    configs = facts.topic_configs.get(tp[0], {})
-    followers = _throttled_entries(configs.get(FOLLOWER_THROTTLED_REPLICAS))
-    leaders = _throttled_entries(configs.get(LEADER_THROTTLED_REPLICAS))
-    listed = "*" in followers or any(f"{tp[1]}:{b}" in followers for b in adding) \
-        or "*" in leaders or any(f"{tp[1]}:{b}" in leaders for b in sources)
-    rated = any(bool(facts.broker_configs.get(b, {}).get(k)) for b in (*sources, *adding) for k in THROTTLE_RATES)
-    return listed and rated
+class _Throttles:
+    """Which moves Kafka throttles, from one poll's configs. A topic's throttled-replica lists name
+    every replica of its moves (10,000 entries for 10,000 moves): each list is parsed once per poll,
+    not once per move."""
+
+    def __init__(self, facts: Facts, cache: ModelCache | None = None) -> None:
+        self._configs = facts.topic_configs
+        self._lists: dict[str, tuple[set[str], set[str]]] = {}
+        self._rated = {b for b, c in facts.broker_configs.items() if any(c.get(k) for k in THROTTLE_RATES)}
+        # A list's entries by its text, across polls: the same text comes back every second.
+        self._parsed = cache.throttle_lists if cache is not None else {}
+        self._used: dict[str, set[str]] = {}
+
+    def _entries(self, value: str | None) -> set[str]:
+        if not value:
+            return set()
+        found = self._parsed.get(value)
+        if found is None:
+            found = _throttled_entries(value)
+        self._used[value] = found
+        return found
+
+    def _topic(self, topic: str) -> tuple[set[str], set[str]]:
+        found = self._lists.get(topic)
+        if found is None:
+            configs = self._configs.get(topic, {})
+            found = self._lists[topic] = (self._entries(configs.get(FOLLOWER_THROTTLED_REPLICAS)),
+                                          self._entries(configs.get(LEADER_THROTTLED_REPLICAS)))
+        return found
+
+    def same_as_last_poll(self, facts: Facts, cache: ModelCache | None) -> bool:
+        """Whether every move is throttled as in the last poll: the same topic configs (the very
+        answer, see ``reader.Poller._memo``) and the same brokers with a rate."""
+        if cache is None:
+            return False
+        inputs = (facts.topic_configs, self._rated)
+        last, cache.throttle_inputs = cache.throttle_inputs, inputs
+        return last is not None and last[0] is inputs[0] and last[1] == inputs[1]
+
+    def keep(self, cache: ModelCache | None) -> None:
+        """Keep the lists this poll used (only those) for the next."""
+        if cache is not None:
+            cache.throttle_lists = self._used
+
+    def __call__(self, tp: TopicPartition, sources: Iterable[int], adding: Iterable[int]) -> bool:
+        """Kafka throttles a move when the topic lists its replicas and the brokers have a rate: the
+        follower list names the adding replicas (or ``*``)."""
+        sources, adding = tuple(sources), tuple(adding)
+        if self._rated.isdisjoint((*sources, *adding)):
+            return False
+        followers, leaders = self._topic(tp[0])
+        return "*" in followers or any(f"{tp[1]}:{b}" in followers for b in adding) \
+            or "*" in leaders or any(f"{tp[1]}:{b}" in leaders for b in sources)
+
 
 
 class RateTracker:
     """The console's own copy rate per adding replica from successive byte counts, for clusters
     without a metrics endpoint (Apache Kafka has no per-move metric): bytes gained over the last
-    ``window_s`` seconds."""
+    ``window_s`` seconds.
+
+    Every observation is a sample of every replica observed, as if each kept a list of (time, bytes)
+    trimmed to the window (but always two samples at least). With 10,000 moves such lists cost a
+    tuple per replica per second; instead the times are kept once for all replicas, and each replica
+    keeps only the times its count changed: the samples it would have are rebuilt from both when a
+    rate is asked for."""
 
     def __init__(self, window_s: float = 10.0) -> None:
         self.window_s = window_s
-        self._samples: dict[tuple[str, int, int], list[tuple[float, int]]] = {}
+        self._times: list[float] = []  # the observations' times, from the oldest any replica still needs
+        self._dropped = 0  # observations dropped from the front of _times: _times[i] is observation _dropped + i
+        # Per replica: the observation it was first seen in, and the observations where its count
+        # changed with the new counts (observations by number: two may have the same time).
+        self._changes: dict[tuple[str, int, int], tuple[int, list[int], list[int]]] = {}
+        self._keys_of: object = None  # the ongoing map the replicas were last pruned against
+
+    def _tick(self, at: float) -> int:
+        times = self._times
+        times.append(at)
+        # Samples before this one are out of the window for every replica (and stay out).
+        first = min(bisect_left(times, at - self.window_s), len(times) - 2)
+        if first > 64:
+            del times[:first]
+            self._dropped += first
+        return self._dropped + len(times) - 1
+
+    def _add(self, key: tuple[str, int, int], tick: int, n: int) -> None:
+        found = self._changes.get(key)
+        if found is None:
+            self._changes[key] = (tick, [tick], [n])
+            return
+        _first, ticks, counts = found
+        if counts[-1] != n:
+            ticks.append(tick)
+            counts.append(n)
+            if len(ticks) > 8 and ticks[1] <= self._dropped:
+                # Changes before the oldest observation kept: only the last of them can be needed.
+                cut = bisect_right(ticks, self._dropped) - 1
+                del ticks[:cut], counts[:cut]
 
     def observe(self, at: float, copied: Mapping[tuple[str, int, int], int]) -> None:
+        tick = self._tick(at)
         for key, n in copied.items():
-            samples = self._samples.setdefault(key, [])
-            samples.append((at, n))
-            while len(samples) > 2 and samples[0][0] < at - self.window_s:
-                samples.pop(0)
-        for key in set(self._samples) - set(copied):
-            del self._samples[key]  # the move ended: forget it
+            self._add(key, tick, n)
+        for key in set(self._changes) - set(copied):
+            del self._changes[key]  # the move ended: forget it
+
+    def observe_moves(self, at: float, ongoing: Mapping[TopicPartition, Ongoing], sizes: SizeLookup) -> None:
+        """``observe(at, copied_bytes(...))`` without building that map: what each adding replica holds."""
+        tick = self._tick(at)
+        for (t, p), o in ongoing.items():
+            for b in o.adding:
+                self._add((t, p, b), tick, sizes.get((t, p, b), 0) or 0)
+        if ongoing is not self._keys_of:  # the same map (the same answer) has the same moves
+            wanted = {(t, p, b) for (t, p), o in ongoing.items() for b in o.adding}
+            for key in set(self._changes) - wanted:
+                del self._changes[key]
+            self._keys_of = ongoing
 
     def rate(self, key: tuple[str, int, int]) -> float | None:
-        samples = self._samples.get(key, [])
-        if len(samples) < 2 or samples[-1][0] <= samples[0][0]:
+        found = self._changes.get(key)
+        if found is None:
             return None
-        return max(0.0, (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0]))
+        first_seen, ticks, counts = found
+        times = self._times
+        # This replica's samples are the observations from its first; the window keeps the recent
+        # ones (and two at least): the first sample left is the later of the two bounds.
+        start = max(first_seen - self._dropped, min(bisect_left(times, times[-1] - self.window_s), len(times) - 2))
+        if len(times) - start < 2 or times[-1] <= times[start]:
+            return None
+        at_start = counts[bisect_right(ticks, self._dropped + start) - 1]
+        return max(0.0, (counts[-1] - at_start) / (times[-1] - times[start]))
 
 
 def _eta(remaining: int, rate: float | None) -> float | None:
@@ -217,55 +443,100 @@ def _eta(remaining: int, rate: float | None) -> float | None:
     return remaining / rate if rate else None
 
 
-def moves_model(facts: Facts, rates: RateTracker | None = None) -> list[dict[str, Any]]:
+def moves_model(facts: Facts, rates: RateTracker | None = None, sizes: SizeLookup | None = None,
+                cache: ModelCache | None = None) -> list[dict[str, Any]]:
     """Every partition in flight: original (from) and target (to) replicas, bytes each adding replica
     holds against the largest source replica, and rate and ETA: the brokers' metrics when given
-    (the leader's view first: it knows the exact bytes to move), else the console's own estimate."""
-    sizes = replica_sizes(facts.log_dirs)
+    (the leader's view first: it knows the exact bytes to move), else the console's own estimate.
+
+    With ``cache``, a move whose inputs (its replicas, their bytes, its metrics or rate, whether it
+    is throttled) are those of the last poll keeps the last poll's row."""
+    if sizes is None:
+        sizes = replica_sizes(facts.log_dirs)
+    throttled = _Throttles(facts, cache)
+    same_throttles = throttled.same_as_last_poll(facts, cache)
+    metrics = facts.move_metrics
+    ongoing = facts.ongoing or {}
+    carried = _carried(sizes, cache.moves_sizes) if cache is not None and same_throttles else None
+    previous = cache.moves if cache is not None else {}
+    if cache is not None and cache.order is not None and cache.order[0] is ongoing:
+        order = cache.order[1]
+    else:
+        order = sorted(ongoing)
+        if cache is not None:
+            cache.order = (ongoing, order)
+    built: dict[TopicPartition, tuple[Ongoing, list[tuple[MoveMetric | None, float | None]], dict[str, Any]]] = {}
     out = []
-    for tp, o in sorted((facts.ongoing or {}).items()):
-        sources = [b for b in o.replicas if b not in o.adding]
-        target = [b for b in o.replicas if b not in o.removing]
-        source_bytes = max((sizes.get((tp[0], tp[1], b), 0) for b in sources), default=0)
-        copies: list[dict[str, Any]] = []
-        for b in o.adding:
-            copied = min(sizes.get((tp[0], tp[1], b), 0), source_bytes) if source_bytes else 0
-            metric = facts.move_metrics.get((tp[0], tp[1], b, "leader")) or \
-                facts.move_metrics.get((tp[0], tp[1], b, "follower"))
-            rate: float | None
-            if metric is not None:
-                # The broker's ETA when it has one; else the remaining bytes at its rate.
-                rate, rate_source = metric.rate, "metrics"
-                eta = metric.eta_s if metric.eta_s >= 0 else _eta(source_bytes - copied, rate)
+    for tp in order:
+        o = ongoing[tp]
+        t, p = tp
+        hit = previous.get(tp) if carried is not None else None
+        if hit is not None and (hit[0] is o or hit[0] == o) and carried is not None and tp not in (carried.changed or ()):
+            # The same move with the same bytes: the same row if its metrics (or rates) are the same.
+            for (last_metric, last_rate), b in zip(hit[1], o.adding, strict=True):
+                metric = metrics.get((t, p, b, "leader")) or metrics.get((t, p, b, "follower"))
+                rate = rates.rate((t, p, b)) if metric is None and rates is not None else None
+                if not (metric is last_metric or metric == last_metric) or rate != last_rate:
+                    break
             else:
-                rate = rates.rate((tp[0], tp[1], b)) if rates is not None else None
-                eta, rate_source = _eta(source_bytes - copied, rate), "estimate"
-            copies.append({"broker": b, "copied": copied, "total": source_bytes, "rate": rate, "eta_s": eta,
-                           "rate_source": rate_source})
-        copied_sum, total_sum = sum(c["copied"] for c in copies), sum(c["total"] for c in copies)
-        etas = [c["eta_s"] for c in copies]
-        move_rate = sum(c["rate"] or 0.0 for c in copies) if any(c["rate"] is not None for c in copies) else None
-        out.append({
-            "topic": tp[0], "partition": tp[1], "replicas": o.replicas, "from": sources, "to": target,
-            "adding": o.adding, "removing": o.removing, "queued": o.queued,
-            "copied": copied_sum, "total": total_sum,
-            "share": min(1.0, copied_sum / total_sum) if total_sum else (0.0 if o.adding else 1.0),
-            "rate": move_rate,
-            # A copy with no rate yet (waiting behind another under the throttle): the move's bytes
-            # left at the move's rate instead of "unknown".
-            "eta_s": max(e for e in etas if e is not None) if etas and all(e is not None for e in etas)
-            else _eta(total_sum - copied_sum, move_rate),
-            "rate_source": copies[0]["rate_source"] if copies else None,
-            "copies": copies,
-            "throttled": _is_throttled(facts, tp, sources, o.adding),
-        })
+                built[tp] = hit
+                out.append(hit[2])
+                continue
+        seen = []
+        for b in o.adding:
+            metric = metrics.get((t, p, b, "leader")) or metrics.get((t, p, b, "follower"))
+            seen.append((metric, rates.rate((t, p, b)) if metric is None and rates is not None else None))
+        sources = [b for b in o.replicas if b not in o.adding]
+        move = _move_row(tp, o, sources, sizes, seen, throttled(tp, sources, o.adding))
+        built[tp] = (o, seen, move)
+        out.append(move)
+    throttled.keep(cache)
+    if cache is not None:
+        cache.moves, cache.moves_sizes = built, sizes if isinstance(sizes, Sizes) else None
     return out
 
 
-def copied_bytes(facts: Facts) -> dict[tuple[str, int, int], int]:
+def _move_row(tp: TopicPartition, o: Ongoing, sources: list[int], sizes: SizeLookup,
+              seen: list[tuple[MoveMetric | None, float | None]], is_throttled: bool) -> dict[str, Any]:
+    target = [b for b in o.replicas if b not in o.removing]
+    source_bytes = max((sizes.get((tp[0], tp[1], b), 0) or 0 for b in sources), default=0)
+    copies: list[dict[str, Any]] = []
+    for b, (metric, tracked) in zip(o.adding, seen, strict=True):
+        copied = min(sizes.get((tp[0], tp[1], b), 0) or 0, source_bytes) if source_bytes else 0
+        rate: float | None
+        if metric is not None:
+            # The broker's ETA when it has one; else the remaining bytes at its rate.
+            rate, rate_source = metric.rate, "metrics"
+            eta = metric.eta_s if metric.eta_s >= 0 else _eta(source_bytes - copied, rate)
+        else:
+            rate = tracked
+            eta, rate_source = _eta(source_bytes - copied, rate), "estimate"
+        copies.append({"broker": b, "copied": copied, "total": source_bytes, "rate": rate, "eta_s": eta,
+                       "rate_source": rate_source})
+    copied_sum, total_sum = sum(c["copied"] for c in copies), sum(c["total"] for c in copies)
+    etas = [c["eta_s"] for c in copies]
+    move_rate = sum(c["rate"] or 0.0 for c in copies) if any(c["rate"] is not None for c in copies) else None
+    return {
+        "topic": tp[0], "partition": tp[1], "replicas": o.replicas, "from": sources, "to": target,
+        "adding": o.adding, "removing": o.removing, "queued": o.queued,
+        "copied": copied_sum, "total": total_sum,
+        "share": min(1.0, copied_sum / total_sum) if total_sum else (0.0 if o.adding else 1.0),
+        "rate": move_rate,
+        # A copy with no rate yet (waiting behind another under the throttle): the move's bytes
+        # left at the move's rate instead of "unknown".
+        "eta_s": max(e for e in etas if e is not None) if etas and all(e is not None for e in etas)
+        else _eta(total_sum - copied_sum, move_rate),
+        "rate_source": copies[0]["rate_source"] if copies else None,
+        "copies": copies,
+        "throttled": is_throttled,
+    }
+
+
+def copied_bytes(facts: Facts, sizes: SizeLookup | None = None) -> dict[tuple[str, int, int], int]:
     """What each adding replica holds now: the input of ``RateTracker.observe``."""
-    sizes = replica_sizes(facts.log_dirs)
-    return {(tp[0], tp[1], b): sizes.get((tp[0], tp[1], b), 0)
+    if sizes is None:
+        sizes = replica_sizes(facts.log_dirs)
+    return {(tp[0], tp[1], b): sizes.get((tp[0], tp[1], b), 0) or 0
             for tp, o in (facts.ongoing or {}).items() for b in o.adding}
 
 
@@ -308,22 +579,41 @@ def _level(value: int, top: int) -> int:
     return 0 if value <= 0 or top <= 0 else max(1, round(HEAT_LEVELS * value / top))
 
 
-def heatmap_model(facts: Facts) -> dict[str, Any]:
+def heatmap_model(facts: Facts, sizes: SizeLookup | None = None, cache: ModelCache | None = None) -> dict[str, Any]:
     """Broker x topic: replicas each broker holds of each topic (Metadata) and their bytes
     (DescribeLogDirs), each cell with a heat level against the largest cell of its map. Every
     registered broker has a column, so an empty one shows as an empty column."""
-    sizes = replica_sizes(facts.log_dirs)
-    brokers = sorted(set(facts.brokers) | {b for parts in facts.topics.values() for pf in parts.values()
-                                           for b in pf.replicas})
+    if sizes is None:
+        sizes = replica_sizes(facts.log_dirs)
+    if cache is not None and cache.counts is not None and cache.counts[0] is facts.topics:
+        holding = set(cache.counts[1][0])  # brokers_model's replica counts of these very topics
+    else:
+        holding = {b for parts in facts.topics.values() for pf in parts.values() for b in pf.replicas}
+    brokers = sorted(set(facts.brokers) | holding)
     raw: list[tuple[str, dict[int, int], dict[int, int]]] = []
+    built: dict[str, tuple[Mapping[int, PartitionFacts], tuple[dict[int, int], dict[int, int]]]] = {}
+    carried = None
+    if cache is not None and cache.heat_sizes is not None and cache.heat_sizes[1] == tuple(brokers):
+        carried = _carried(sizes, cache.heat_sizes[0])
     for topic, parts in sorted(facts.topics.items()):
-        counts = dict.fromkeys(brokers, 0)
-        held = dict.fromkeys(brokers, 0)
-        for p, pf in parts.items():
-            for b in pf.replicas:
-                counts[b] += 1
-                held[b] += sizes.get((topic, p, b), 0)
-        raw.append((topic, counts, held))
+        hit = cache.heat.get(topic) if carried is not None and cache is not None else None
+        found = None
+        if hit is not None and (hit[0] is parts or hit[0] == parts) and carried is not None \
+                and carried.unchanged_since(carried.previous, topic=topic):
+            found = hit[1]
+        if found is None:
+            counts = dict.fromkeys(brokers, 0)
+            held = dict.fromkeys(brokers, 0)
+            for p, pf in parts.items():
+                for b in pf.replicas:
+                    counts[b] += 1
+                    held[b] += sizes.get((topic, p, b), 0) or 0
+            found = (counts, held)
+        built[topic] = (parts, found)
+        raw.append((topic, *found))
+    if cache is not None:
+        cache.heat = built
+        cache.heat_sizes = (sizes, tuple(brokers)) if isinstance(sizes, Sizes) else None
     top_r = max((n for _t, c, _h in raw for n in c.values()), default=0)
     top_b = max((n for _t, _c, h in raw for n in h.values()), default=0)
     rows = [{"topic": t,

@@ -1,32 +1,46 @@
-"""The Plan page's planning: the planner's in-process engine (``headwater plan --engine local``) run
-on what the console's last poll read, so planning asks the cluster nothing more.
+"""The Plan page's planning: the planner's in-process engine (``headwater plan --engine local``) or
+its Spark engine (``--engine spark``) run on what the console's last poll read, so planning asks the
+cluster nothing more.
 
-Pure, apart from the planner's own CPU work: ``facts_snapshot`` turns a poll's answers into the
-planner's snapshot (through the planner's own ``snapshot_from_metadata``, so the console and
-``headwater plan --bootstrap-server`` read a cluster the same way), and ``make_plan`` runs the same
-pipeline as ``headwater plan`` (``run_plan``, then ``build_report`` writing Kafka's JSON).
+``facts_snapshot`` turns a poll's answers into the planner's snapshot (through the planner's own
+``snapshot_from_metadata``, so the console and ``headwater plan --bootstrap-server`` read a cluster
+the same way), and ``make_plan`` runs the same pipeline as ``headwater plan`` (``run_plan``, then
+``build_report`` writing Kafka's JSON). ``SparkPlanner`` owns the console's one SparkSession;
+pyspark is imported only when a plan first needs it, so the console starts without it.
 """
 
 from __future__ import annotations
 
 import io
 import secrets
+import tempfile
+import threading
 import time
+import warnings
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from headwater.console.model import Facts, TopicPartition, replica_sizes
 from headwater.planner.cli import DEFAULT_CONCURRENCY, DEFAULT_THROTTLE_BYTES_PER_S
-from headwater.planner.engine import LocalEngine, build_report, run_plan
+from headwater.planner.engine import Engine, LocalEngine, build_report, run_plan
 from headwater.planner.errors import PlannerError
 from headwater.planner.live import snapshot_from_metadata
 from headwater.planner.model import Goal, PlanOptions
-from headwater.planner.snapshot import Snapshot
+from headwater.planner.snapshot import Snapshot, write_snapshot
 
 # The goals the page offers; replication-factor changes stay with ``headwater plan``.
 GOALS = (Goal.REBALANCE, Goal.ADD_BROKERS, Goal.REMOVE_BROKERS, Goal.FIX_DEAD, Goal.LEADERS)
 PLANS_KEPT = 20  # plans remembered for download and execute (a page holds the id of its own)
+ENGINES = ("auto", "local", "spark")
+# "auto" plans on Spark above this many replicas. Around here the in-process engine takes as long as
+# Spark's start-up (about 6 s for 200,000 replicas on 2 cores), and beyond it the whole cluster
+# would be planned inside the console's own process, beside the poller and the event streams.
+SPARK_ABOVE_REPLICAS = 200_000
+DEFAULT_SPARK_MASTER = "local[2]"
 
 
 @dataclass
@@ -74,25 +88,126 @@ def parse_goal(goal: object, brokers: object) -> tuple[Goal, tuple[int, ...]]:
     return g, ids if g in (Goal.ADD_BROKERS, Goal.REMOVE_BROKERS) else ()
 
 
-def make_plan(facts: Facts, goal: Goal, brokers: tuple[int, ...], throttle_bytes_per_s: float | None = None) -> Plan:
-    """Plan as ``headwater plan --engine local`` does, and shape what the page shows: the balance
-    per broker before and after, the moves, the summary of the planner's report."""
+class SparkRunner(Protocol):
+    """What ``make_plan`` needs of Spark (``SparkPlanner``; a stand-in in unit tests)."""
+
+    master: str
+
+    def engine(self, snapshot: Snapshot, timings: dict[str, float]) -> AbstractContextManager[Engine]: ...
+
+
+class SparkPlanner:
+    """The console's SparkSession: made by the first Spark plan (start-up takes seconds, so it
+    happens in that request's worker thread, never at the console's start), reused by every later
+    one, and stopped with the console. Spark plans run one at a time: they share the session's cores."""
+
+    def __init__(self, master: str = DEFAULT_SPARK_MASTER, conf: dict[str, str] | None = None) -> None:
+        self.master = master
+        self.conf = dict(conf or {})
+        self._run = threading.Lock()  # one Spark plan at a time
+        self._state = threading.Lock()  # the session and the stopped flag; never held while Spark works
+        self._spark: Any = None
+        self._stopped = False
+
+    @property
+    def started(self) -> bool:
+        return self._spark is not None
+
+    def _session(self, timings: dict[str, float]) -> Any:
+        with self._state:
+            if self._stopped:
+                raise PlannerError("the console is stopping")
+            if self._spark is not None:
+                return self._spark
+        # As ``headwater plan --engine spark`` starts it; the warning is pandas' version, not ours.
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+        from headwater.planner.spark_engine import spark_session
+
+        t = time.perf_counter()
+        spark = spark_session(self.master, self.conf)
+        timings["spark_start_s"] = round(time.perf_counter() - t, 3)
+        with self._state:
+            if not self._stopped:
+                self._spark = spark
+                return spark
+        spark.stop()  # the console stopped while Spark was starting: nobody else will stop it
+        raise PlannerError("the console is stopping")
+
+    @contextmanager
+    def engine(self, snapshot: Snapshot, timings: dict[str, float]) -> Iterator[Engine]:
+        """A Spark engine on ``snapshot``, through a Parquet file as ``headwater plan
+        --bootstrap-server --engine spark`` hands a live cluster to Spark."""
+        from headwater.planner.spark_engine import SparkEngine
+
+        with self._run:
+            spark = self._session(timings)
+            with tempfile.TemporaryDirectory(prefix="headwater-console-plan-") as tmp:
+                source = str(Path(tmp) / "snapshot.parquet")
+                write_snapshot(source, snapshot.brokers, snapshot.partitions)
+                yield SparkEngine.from_file(spark, source)
+
+    def stop(self) -> None:
+        with self._state:
+            self._stopped = True
+            spark, self._spark = self._spark, None
+        if spark is not None:
+            spark.stop()
+
+
+def replica_count(facts: Facts) -> int:
+    return sum(len(pf.replicas) for parts in facts.topics.values() for pf in parts.values())
+
+
+def choose_engine(requested: object, replicas: int, spark_above: int = SPARK_ABOVE_REPLICAS) -> tuple[str, str]:
+    """The engine a request names ("auto" picks by the cluster's size) and why it was chosen."""
+    if requested not in ENGINES:
+        raise PlannerError(f"unknown engine {requested!r}: expected one of {', '.join(ENGINES)}")
+    if requested != "auto":
+        return str(requested), "chosen on the page"
+    if replicas > spark_above:
+        return "spark", f"auto: {replicas:,} replicas, more than {spark_above:,}"
+    return "local", f"auto: {replicas:,} replicas, not more than {spark_above:,}"
+
+
+@contextmanager
+def _engine(name: str, snapshot: Snapshot, spark: SparkRunner | None, timings: dict[str, float]) -> Iterator[Engine]:
+    if name == "local":
+        yield LocalEngine(snapshot, "the console's last read")
+        return
+    if spark is None:
+        raise PlannerError("this console has no Spark engine")
+    with spark.engine(snapshot, timings) as engine:
+        yield engine
+
+
+def make_plan(facts: Facts, goal: Goal, brokers: tuple[int, ...], throttle_bytes_per_s: float | None = None,
+              engine: object = "auto", spark: SparkRunner | None = None,
+              spark_above: int = SPARK_ABOVE_REPLICAS) -> Plan:
+    """Plan as ``headwater plan --engine local`` (or ``--engine spark``) does, and shape what the
+    page shows: the engine that ran, the balance per broker before and after, the moves, the
+    summary of the planner's report."""
     if not facts.topics and not facts.brokers:
         raise PlannerError("the console has not read the cluster yet")
     known = set(facts.brokers) | {b for parts in facts.topics.values() for pf in parts.values() for b in pf.replicas}
     unknown = sorted(set(brokers) - known)
     if unknown:
         raise PlannerError(f"unknown broker(s) {','.join(map(str, unknown))}")
+    replicas = replica_count(facts)
+    engine_name, why = choose_engine(engine, replicas, spark_above)
     options = PlanOptions(goal=goal, brokers=brokers)
-    engine = LocalEngine(facts_snapshot(facts), "the console's last read")
-    info = run_plan(engine, options)
     out = io.StringIO()
     throttle = throttle_bytes_per_s or DEFAULT_THROTTLE_BYTES_PER_S
-    report = build_report(engine, info["setup"], options, DEFAULT_CONCURRENCY, throttle, out)
+    timings: dict[str, float] = {}
+    with _engine(engine_name, facts_snapshot(facts), spark, timings) as planner:
+        t = time.perf_counter()
+        info = run_plan(planner, options)
+        report = build_report(planner, info["setup"], options, DEFAULT_CONCURRENCY, throttle, out)
+        changes = list(planner.changes())  # inside: Spark streams them from the session
+        timings["plan_s"] = round(time.perf_counter() - t, 3)
     targets: dict[TopicPartition, list[int]] = {}
     basis: dict[TopicPartition, list[int]] = {}
     moves = []
-    for c in engine.changes():
+    for c in changes:
         tp = (c.topic, c.partition)
         targets[tp], basis[tp] = list(c.new), list(c.old)
         pf = facts.topics.get(c.topic, {}).get(c.partition)
@@ -112,6 +227,9 @@ def make_plan(facts: Facts, goal: Goal, brokers: tuple[int, ...], throttle_bytes
     view = {
         "id": plan_id, "goal": goal.value, "brokers": list(brokers), "created_at": facts.taken_at,
         "in_flight": len(facts.ongoing or {}),
+        "engine": {"name": engine_name, "requested": str(engine), "why": why, "replicas": replicas,
+                   "master": spark.master if engine_name == "spark" and spark is not None else None,
+                   "timings_s": timings},
         "summary": {k: report[k] for k in ("partitions", "replica_moves", "partitions_moved", "bytes_moved",
                                            "leader_changes")}
         | {"balancedness": report["balancedness"], "estimate_s": report["execution"]["estimated_duration_s"],

@@ -7,10 +7,20 @@ const meta = (name) => document.querySelector(`meta[name="${name}"]`).content;
 const CSRF = meta("csrf-token");
 const READ_ONLY = meta("read-only") === "true";
 const PAGE = meta("page");
+const SPARK_ABOVE = Number(meta("spark-above"));  // replicas above which "auto" plans on Spark
 let openedAt = null;  // the server's clock at the first snapshot: "completed since the page opened"
 let lastSnapshot = null;
 let lastUpdate = 0;
 let throttleDraft = null;  // what the operator is typing survives the re-render of each update
+// The moves ticked for "Cancel selected", by topic and partition: the table is rebuilt from every
+// snapshot, so the ticks live here, not in the DOM.
+const selectedMoves = new Set();
+const moveKey = (topic, partition) => JSON.stringify([topic, Number(partition)]);
+// The moves table shows one page of rows: laying out 10,000 rows took chromium seconds on every
+// update, while the overall bar, the counts and "Cancel all" cover every move.
+const MOVES_PER_PAGE = 500;
+let movesPage = 0;
+let moveFilter = "";  // a substring of "topic-partition"; the rows shown are those that contain it
 
 const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 const ids = (xs) => (xs && xs.length ? xs.join(",") : "–");
@@ -44,12 +54,14 @@ function sizeBars(root) {
 
 // --- pages ---------------------------------------------------------------------------------------
 
+const brokerState = (b) => (!b.alive ? "down" : b.reachable ? (b.error ? "partly answering" : "alive") : "not answering");
+
 function renderCluster(s) {
   const rows = s.brokers.map((b) => `
     <tr id="broker-${b.id}" class="broker">
       <td class="num">${b.id}</td><td>${esc(b.rack ?? "–")}</td><td>${esc(b.endpoint ?? "–")}</td>
       <td>${b.controller ? "controller" : ""}</td>
-      <td class="${b.alive && b.reachable && !b.error ? "ok" : "bad"}">${!b.alive ? "down" : b.reachable ? (b.error ? "partly answering" : "alive") : "not answering"}
+      <td class="state ${b.alive && b.reachable && !b.error ? "ok" : "bad"}" data-state="${brokerState(b)}">${brokerState(b)}
         ${b.error ? `<div class="muted">${esc(b.error)}</div>` : ""}</td>
       <td class="num">${b.latency_ms === null || b.latency_ms === undefined ? "–" : b.latency_ms.toFixed(0) + " ms"}</td>
       <td>${b.log_dirs.map((d) => `${esc(d.path)}: ${bytes(d.bytes)}${d.error ? ` <span class="bad">${esc(d.error)}</span>` : ""}`).join("<br>") || "–"}</td>
@@ -90,16 +102,33 @@ function renderReassignments(s) {
   // Nothing in flight and something finished since the page opened: the whole job is done.
   const overallShare = o.moves ? o.share : (completed.length ? 1 : 0);
   const th = r.throttle || {};
+  // A ticked move that is no longer in flight cannot be cancelled: forget it.
+  const inFlight = new Set(r.moves.map((m) => moveKey(m.topic, m.partition)));
+  for (const key of [...selectedMoves]) if (!inFlight.has(key)) selectedMoves.delete(key);
   const throttleText = th.mixed ? "differs between brokers" : th.rate ? `${bytes(Number(th.rate))}/s` : "none";
   const controls = READ_ONLY ? `<p class="muted">Read-only console: no writes.</p>` : `
     <div class="controls write">
       <label>Throttle (B/s) <input id="throttle-rate" type="number" min="1" step="1" value="${esc(th.rate ?? "")}"></label>
       <button id="throttle-set" class="write" data-action="throttle">Set throttle</button>
       <button id="throttle-remove" class="write" data-action="unthrottle">Remove throttle</button>
+      <button id="cancel-selected" class="write danger" data-action="cancel-selected" ${selectedMoves.size ? "" : "disabled"}>${cancelSelectedText()}</button>
       <button id="cancel-all" class="write danger" data-action="cancel-all" ${o.moves ? "" : "disabled"}>Cancel all</button>
     </div>`;
-  const moves = r.moves.map((m) => `
+  const matching = moveFilter ? r.moves.filter((m) => `${m.topic}-${m.partition}`.includes(moveFilter)) : r.moves;
+  const pages = Math.max(1, Math.ceil(matching.length / MOVES_PER_PAGE));
+  movesPage = Math.min(movesPage, pages - 1);
+  const first = movesPage * MOVES_PER_PAGE;
+  const shown = matching.slice(first, first + MOVES_PER_PAGE);
+  const pager = r.moves.length <= MOVES_PER_PAGE && !moveFilter ? "" : `
+    <div class="controls pager">
+      <label>Filter <input id="move-filter" type="search" placeholder="topic-partition" value="${esc(moveFilter)}"></label>
+      <span id="moves-shown">${shown.length ? `${first + 1}–${first + shown.length}` : "none"} of ${matching.length}${moveFilter ? " matching" : ""}</span>
+      <button data-action="moves-prev" ${movesPage ? "" : "disabled"}>Previous</button>
+      <button data-action="moves-next" ${movesPage < pages - 1 ? "" : "disabled"}>Next</button>
+    </div>`;
+  const moves = shown.map((m) => `
     <tr id="move-${esc(m.topic)}-${m.partition}" class="move" data-topic="${esc(m.topic)}" data-partition="${m.partition}">
+      ${READ_ONLY ? "" : `<td><input type="checkbox" class="write select-move" aria-label="select ${esc(m.topic)}-${m.partition}"${selectedMoves.has(moveKey(m.topic, m.partition)) ? " checked" : ""}></td>`}
       <td>${esc(m.topic)}-${m.partition}</td><td>${ids(m.from)} → ${ids(m.to)}</td>
       <td>${ids(m.adding)}</td><td>${ids(m.removing)}</td>
       <td>${m.queued ? `<span class="tag">queued</span>` : ""}${m.throttled ? `<span class="tag throttled">throttled</span>` : ""}</td>
@@ -108,20 +137,30 @@ function renderReassignments(s) {
       <td class="num eta">${duration(m.eta_s)}</td>
       ${READ_ONLY ? "" : `<td><button class="write danger cancel" data-action="cancel">Cancel</button></td>`}
     </tr>`).join("");
-  const done = completed.map((c) => `
+  const done = completed.slice(-MOVES_PER_PAGE).map((c) => `
     <tr id="done-${esc(c.topic)}-${c.partition}" class="completed"><td>${esc(c.topic)}-${c.partition}</td>
       <td>${ids(c.from)} → ${ids(c.to)}</td><td class="${c.outcome === "completed" ? "ok" : "warn"}">${esc(c.outcome)}</td>
       <td>${bar(c.outcome === "completed" ? 1 : c.share)}</td><td>${new Date(c.ended_at * 1000).toLocaleTimeString()}</td></tr>`).join("");
   return `
     <div id="overall">${bar(overallShare, `${(overallShare * 100).toFixed(1)} % · ${bytes(o.copied)} of ${bytes(o.total)} · ETA ${duration(o.moves ? o.eta_s : 0)}`, "wide")}</div>
     <p class="muted">${o.moves} partition${o.moves === 1 ? "" : "s"} moving; throttle ${throttleText}${s.metrics ? "" : "; rates estimated by the console (no --metrics given)"}</p>
-    ${controls}
-    <table id="moves"><thead><tr><th>partition</th><th>from → to</th><th>adding</th><th>removing</th><th></th>
+    ${controls}${pager}
+    <table id="moves" data-shown="${shown.length}"><thead><tr>${READ_ONLY ? "" : "<th></th>"}<th>partition</th><th>from → to</th><th>adding</th><th>removing</th><th></th>
       <th>progress</th><th>copied</th><th>rate</th><th>ETA</th>${READ_ONLY ? "" : "<th></th>"}</tr></thead>
-      <tbody>${moves || `<tr><td colspan="10" class="muted">No reassignment in flight.</td></tr>`}</tbody></table>
-    <h2>Completed since the page opened</h2>
+      <tbody>${moves || `<tr><td colspan="11" class="muted">${r.moves.length ? "No move matches the filter." : "No reassignment in flight."}</td></tr>`}</tbody></table>
+    <h2>Completed since the page opened</h2>${completed.length > MOVES_PER_PAGE ? `<p class="muted">the last ${MOVES_PER_PAGE} of ${completed.length}</p>` : ""}
     <table id="completed"><thead><tr><th>partition</th><th>from → to</th><th>outcome</th><th>progress</th><th>ended</th></tr></thead>
       <tbody>${done || `<tr><td colspan="5" class="muted">None yet.</td></tr>`}</tbody></table>`;
+}
+
+function cancelSelectedText() {
+  return `Cancel selected${selectedMoves.size ? ` (${selectedMoves.size})` : ""}`;
+}
+
+// A tick changes only the button; the next snapshot's render keeps the tick.
+function updateSelection() {
+  const button = document.getElementById("cancel-selected");
+  if (button) { button.disabled = !selectedMoves.size; button.textContent = cancelSelectedText(); }
 }
 
 function heatTable(id, hm, key, fmt) {
@@ -176,6 +215,15 @@ function chart(title, rows, key) {
     <svg width="${left + w + 50}" height="${rows.length * rowH + 6}" role="img">${bars}</svg></figure>`;
 }
 
+const ENGINE_NAMES = {local: "in-process", spark: "Spark"};
+
+function engineText(e) {
+  const t = e.timings_s || {};
+  return `Engine: <b id="plan-engine-ran" data-engine="${esc(e.name)}">${esc(ENGINE_NAMES[e.name] || e.name)}</b>` +
+    `${e.master ? ` (${esc(e.master)})` : ""} <span class="muted">(${esc(e.why)})</span>; ` +
+    `${t.spark_start_s !== undefined ? `Spark start-up ${t.spark_start_s.toFixed(1)} s (once), ` : ""}planning ${(t.plan_s || 0).toFixed(1)} s.`;
+}
+
 function renderPlanResult(p) {
   if (!p) return "";
   const s = p.summary;
@@ -194,6 +242,7 @@ function renderPlanResult(p) {
       ${s.leader_changes} preferred-leader change(s); balancedness ${s.balancedness.before} → ${s.balancedness.after};
       about ${duration(s.estimate_s)} at the planner's throttle.
       ${p.in_flight ? `<span class="warn">${p.in_flight} reassignment(s) were in flight when this was planned.</span>` : ""}</p>
+    <p id="plan-engine">${engineText(p.engine)}</p>
     <div class="charts">${chart("Replicas per broker", p.per_broker, "replicas")}${chart("Preferred leaders per broker", p.per_broker, "leaders")}</div>
     <p><a id="plan-download" href="/api/plan/${esc(p.id)}/reassignment.json" download>Download the reassignment JSON</a>
       <span class="muted">(Kafka's format: headwater reassign or kafka-reassign-partitions.sh --execute take it)</span></p>
@@ -225,9 +274,13 @@ function renderPlanPage(s, content) {
           <option value="remove-brokers">remove brokers</option><option value="fix-dead">fix dead brokers</option>
           <option value="leaders">leaders only</option></select></label>
         <label>Broker ids <input id="plan-brokers" placeholder="4,5 (add or remove)"></label>
+        <label>Engine <select id="plan-engine-choice">
+          <option value="auto">auto</option><option value="local">in-process</option><option value="spark">Spark</option></select></label>
         <button id="plan-run" data-action="plan">Plan</button>
       </div>
-      <p class="muted">The planner's in-process engine (<code>headwater plan --engine local</code>) on the console's last read of the cluster.</p>
+      <p class="muted">The planner (<code>headwater plan</code>) on the console's last read of the cluster: its in-process
+        engine (<code>--engine local</code>) or Spark (<code>--engine spark</code>); auto picks Spark above
+        ${SPARK_ABOVE.toLocaleString("en")} replicas. The first Spark plan starts Spark, which takes some seconds.</p>
       <div id="plan-result"></div><div id="plan-exec"></div>`;
   }
   const brokers = s.brokers.map((b) => `${b.id}${b.alive ? "" : " (down)"}`).join(", ");
@@ -251,12 +304,19 @@ function render(s) {
   if (s.taken_at && PAGE === "plan") {
     renderPlanPage(s, content);
   } else if (s.taken_at) {
-    const focused = document.activeElement && document.activeElement.id === "throttle-rate";
+    // An input being typed in keeps its focus and caret through the re-render.
+    const active = document.activeElement;
+    const focused = active && (active.id === "throttle-rate" || active.id === "move-filter") ? active.id : null;
+    const caret = focused === "move-filter" ? active.selectionStart : null;
     content.innerHTML = RENDER[PAGE](s);
     sizeBars(content);
     const input = document.getElementById("throttle-rate");
     if (input && throttleDraft !== null) input.value = throttleDraft;
-    if (input && focused) input.focus();
+    const again = focused && document.getElementById(focused);
+    if (again) {
+      again.focus();
+      if (caret !== null) again.setSelectionRange(caret, caret);
+    }
   }
   updateStatus();
 }
@@ -266,6 +326,7 @@ function updateStatus(state) {
   const age = lastSnapshot && lastSnapshot.taken_at ? (Date.now() / 1000 - lastSnapshot.taken_at) : null;
   const stale = age !== null && age > 10;
   el.className = "status" + (stale || state === "lost" ? " stale" : "");
+  el.dataset.takenAt = lastSnapshot && lastSnapshot.taken_at ? String(lastSnapshot.taken_at) : "";
   el.textContent = (state === "lost" ? "connection to the console lost, retrying · " : "") +
     (age === null ? "waiting for the cluster" : `updated ${age.toFixed(0)} s ago${stale ? " (the cluster is slow to answer)" : ""}`) +
     (READ_ONLY ? " · read-only" : "");
@@ -291,7 +352,23 @@ async function post(path, body) {
   }
 }
 
-document.addEventListener("input", (ev) => { if (ev.target.id === "throttle-rate") throttleDraft = ev.target.value; });
+document.addEventListener("input", (ev) => {
+  if (ev.target.id === "throttle-rate") throttleDraft = ev.target.value;
+  if (ev.target.id === "move-filter") {
+    moveFilter = ev.target.value.trim();
+    movesPage = 0;
+    if (lastSnapshot) render(lastSnapshot);
+  }
+});
+
+document.addEventListener("change", (ev) => {
+  const box = ev.target;
+  if (READ_ONLY || !box.classList.contains("select-move")) return;
+  const row = box.closest("tr");
+  const key = moveKey(row.dataset.topic, row.dataset.partition);
+  if (box.checked) selectedMoves.add(key); else selectedMoves.delete(key);
+  updateSelection();
+});
 
 // One listener for every button, so buttons re-rendered each second keep working.
 document.addEventListener("click", async (ev) => {
@@ -302,14 +379,15 @@ document.addEventListener("click", async (ev) => {
     const brokers = document.getElementById("plan-brokers").value.split(",").map((x) => x.trim()).filter((x) => x);
     if (brokers.some((x) => !/^\d+$/.test(x))) { notice("Broker ids are whole numbers, comma-separated.", true); return; }
     btn.disabled = true;
-    notice("Planning…");
-    const a = await post("/api/plan", {goal: document.getElementById("plan-goal").value, brokers: brokers.map(Number)});
+    const engine = document.getElementById("plan-engine-choice").value;
+    notice(engine === "spark" ? "Planning on Spark…" : "Planning…");
+    const a = await post("/api/plan", {goal: document.getElementById("plan-goal").value, brokers: brokers.map(Number), engine});
     btn.disabled = false;
     if (a) {
       currentPlan = a;
       const result = document.getElementById("plan-result");
       result.innerHTML = renderPlanResult(a);
-      notice(`Planned: ${a.moves.length} partition(s) to change.`);
+      notice(`Planned on ${ENGINE_NAMES[a.engine.name] || a.engine.name}: ${a.moves.length} partition(s) to change.`);
     }
   } else if (action === "execute") {
     const rate = Number(document.getElementById("plan-throttle").value);
@@ -328,6 +406,21 @@ document.addEventListener("click", async (ev) => {
     const tp = {topic: row.dataset.topic, partition: Number(row.dataset.partition)};
     const a = await post("/api/cancel", {partitions: [tp]});
     if (a) notice(`Cancelled the reassignment of ${tp.topic}-${tp.partition}: it returns to its original replicas.`);
+  } else if (action === "cancel-selected") {
+    const chosen = [...selectedMoves].map((key) => JSON.parse(key)).map(([topic, partition]) => ({topic, partition}));
+    if (!chosen.length) return;
+    const names = chosen.map((tp) => `${tp.topic}-${tp.partition}`).join(", ");
+    if (!window.confirm(`Cancel the reassignment of ${names}?`)) return;
+    btn.disabled = true;
+    const a = await post("/api/cancel", {partitions: chosen});
+    if (a) {
+      chosen.forEach((tp) => selectedMoves.delete(moveKey(tp.topic, tp.partition)));
+      notice(`Cancelled the reassignment of ${names}: they return to their original replicas.`);
+    }
+    updateSelection();
+  } else if (action === "moves-prev" || action === "moves-next") {
+    movesPage = Math.max(0, movesPage + (action === "moves-next" ? 1 : -1));
+    if (lastSnapshot) render(lastSnapshot);
   } else if (action === "cancel-all") {
     if (!window.confirm("Cancel every reassignment in flight?")) return;
     const a = await post("/api/cancel", {all: true});

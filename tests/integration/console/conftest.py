@@ -19,10 +19,16 @@ from console_support import ConsoleProcess, chromium
 
 
 @pytest.fixture(scope="module")
-def console(cluster: LocalCluster, workdir: Path) -> Iterator[ConsoleProcess]:
+def console_bootstrap(cluster: LocalCluster) -> str:
+    """The console's --bootstrap-server (a module may order it otherwise)."""
+    return cluster.bootstrap
+
+
+@pytest.fixture(scope="module")
+def console(cluster: LocalCluster, workdir: Path, console_bootstrap: str) -> Iterator[ConsoleProcess]:
     metrics = [arg for b in cluster.brokers.values()
                for arg in ("--metrics", f"http://127.0.0.1:{b.props['metrics.port']}/metrics")]
-    proc = ConsoleProcess(cluster.bootstrap, workdir / "console.log", *metrics)
+    proc = ConsoleProcess(console_bootstrap, workdir / "console.log", *metrics)
     try:
         yield proc
     finally:

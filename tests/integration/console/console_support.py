@@ -52,13 +52,13 @@ class ConsoleProcess:
         with urllib.request.urlopen(self.url + path, timeout=10) as resp:
             return json.loads(resp.read())
 
-    def post(self, path: str, body: object, token: str | None) -> tuple[int, Any]:
+    def post(self, path: str, body: object, token: str | None, timeout_s: float = 30) -> tuple[int, Any]:
         headers = {"Content-Type": "application/json"}
         if token is not None:
             headers["X-CSRF-Token"] = token
         req = urllib.request.Request(self.url + path, json.dumps(body).encode(), headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
@@ -66,7 +66,7 @@ class ConsoleProcess:
     def token(self) -> str:
         """The CSRF token, read from a page as the page's own script reads it."""
         with urllib.request.urlopen(self.url + "/reassignments", timeout=10) as resp:
-            page = resp.read().decode()
+            page = str(resp.read().decode())
         marker = '<meta name="csrf-token" content="'
         start = page.index(marker) + len(marker)
         return page[start:page.index('"', start)]
@@ -110,3 +110,69 @@ def css(driver: Any, selector: str) -> list[Any]:
 
 def wait_css(driver: Any, selector: str, timeout_s: float = 30) -> Any:
     return wait_for(lambda: (css(driver, selector) or [None])[0], timeout_s, f"{selector} on the page")
+
+
+def click(driver: Any, selector: str) -> None:
+    """Click the element ``selector`` finds. The pages rebuild their tables from every snapshot, so an
+    element found a moment ago may be gone: find it again then (a click on it did nothing)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(5):
+        try:
+            wait_css(driver, selector).click()
+            return
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"{selector} was replaced under every click")
+
+
+def prop(driver: Any, selector: str, name: str) -> Any:
+    """A DOM property (``checked``, ``disabled``, ``textContent`` ...) of the element ``selector``
+    finds, read in one script: no element reference to go stale between finding and reading."""
+    return driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e[arguments[1]] : null;",
+                                 selector, name)
+
+
+def taken_at(driver: Any) -> float:
+    """When the cluster was read for the snapshot the page shows now (the header keeps it)."""
+    return float(css(driver, "#status")[0].get_attribute("data-taken-at") or 0)
+
+
+def wait_new_snapshot(driver: Any, timeout_s: float = 30) -> float:
+    """Wait until the page renders a snapshot newer than the one it shows now; return its time."""
+    seen = taken_at(driver)
+    return float(wait_for(lambda: (lambda t: t if t > seen else None)(taken_at(driver)), timeout_s,
+                          "a newer snapshot on the page"))
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every process below ``pid`` (children, theirs, ...) by PID, with its command line."""
+    found: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        except OSError:
+            continue  # ended meanwhile
+        for task in tasks:
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            for child in children:
+                try:
+                    found[child] = (Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+                except OSError:
+                    continue
+                todo.append(child)
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its parent counts as ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"

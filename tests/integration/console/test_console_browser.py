@@ -3,9 +3,10 @@
 Four brokers with their metrics endpoints, the console as ``python -m headwater console`` (one
 writable, one ``--read-only``), Debian's chromium through selenium. Each page loads and shows the
 cluster; a throttled reassignment shows a progress bar that moves and reaches 100 %; a cancel from
-the page reverts a partition (checked with Metadata); the throttle is changed from the page; the
-read-only console shows no write controls and refuses a cancel; a POST without the CSRF token is
-refused. Screenshots of every page go to the module's temporary directory and are named in the
+the page reverts a partition (checked with Metadata); two of three moves ticked and cancelled
+together return to their original replicas while the third completes; the throttle is changed
+from the page; the read-only console shows no write controls and refuses a cancel; a POST without
+the CSRF token is refused. Screenshots of every page go to the module's temporary directory and are named in the
 output.
 """
 
@@ -20,15 +21,17 @@ from typing import Any
 import pytest
 from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from confluent_kafka import Producer
-from console_support import ConsoleProcess, css, screenshot, wait_css
+from console_support import ConsoleProcess, click, css, prop, screenshot, wait_css, wait_new_snapshot
 
 from headwater.admin.client import AdminClient
 from headwater.admin.local import free_port
+from headwater.admin.reassign import Cluster
 
 pytestmark = pytest.mark.slow
 
 TOPIC = "moving"
 OTHER = "steady"
+CHOSEN = "chosen"  # three moves, two of them cancelled together
 PARTITION_BYTES = 3 * 1024 * 1024
 SLOW_THROTTLE = 250_000  # B/s: several seconds per partition, so the page sees the copy move
 FAST_THROTTLE = 50_000_000
@@ -46,20 +49,25 @@ def cluster(workdir: Path) -> Iterator[LocalCluster]:
         c.create_topic(OTHER, 3, 3)
         run_cli("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", TOPIC,
                 "--replica-assignment", "1:2,1:2")
-        producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 20, "log_level": 3})
-        value = b"x" * 10240
-        for i in range(2 * PARTITION_BYTES // len(value)):
-            while True:
-                try:
-                    producer.produce(TOPIC, value=value, partition=i % 2)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-        assert producer.flush(120) == 0
+        fill(c, TOPIC, 2)
         c.wait_full_isr([TOPIC], 2)
         yield c
     finally:
         c.stop()
+
+
+def fill(cluster: LocalCluster, topic: str, partitions: int) -> None:
+    """PARTITION_BYTES into each partition of ``topic``."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20, "log_level": 3})
+    value = b"x" * 10240
+    for i in range(partitions * PARTITION_BYTES // len(value)):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(120) == 0
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +161,60 @@ def test_reassignment_progress_cancel_and_throttle(cluster: LocalCluster, consol
     screenshot(browser, workdir, "reassignments-done", capsys)
 
 
+def in_flight(cluster: LocalCluster, topic: str) -> set[int]:
+    """Through a Kafka client: the partitions of ``topic`` the controller lists as being reassigned."""
+    with AdminClient(cluster.bootstrap) as client:
+        return {p for t, p in Cluster(client).ongoing() if t == topic}
+
+
+def test_cancel_selected_moves(cluster: LocalCluster, console: ConsoleProcess, browser: Any, workdir: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    run_cli("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", CHOSEN,
+            "--replica-assignment", "1:2,1:2,1:2")
+    fill(cluster, CHOSEN, 3)
+    cluster.wait_full_isr([CHOSEN], 3)
+    assert replicas(cluster, CHOSEN) == {0: [1, 2], 1: [1, 2], 2: [1, 2]}
+    browser.get(console.url + "/reassignments")
+    wait_css(browser, "#moves")
+    plan = workdir / "plan-chosen.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": CHOSEN, "partition": p, "replicas": [3, 4]} for p in range(3)]}))
+    # Slow enough that none of the three ends before the cancel: 18 MiB to copy out of broker 1.
+    run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan),
+            "--execute", "--throttle", str(SLOW_THROTTLE))
+
+    for p in range(3):
+        wait_css(browser, f"#move-{CHOSEN}-{p} input.select-move")
+    assert prop(browser, "#cancel-selected", "disabled") is True  # nothing ticked yet
+    click(browser, f"#move-{CHOSEN}-0 input.select-move")
+    click(browser, f"#move-{CHOSEN}-2 input.select-move")
+    assert prop(browser, "#cancel-selected", "textContent") == "Cancel selected (2)"
+    # The table is rebuilt from every snapshot: the ticks survive two of them.
+    wait_new_snapshot(browser)
+    wait_new_snapshot(browser)
+    ticked = {p: prop(browser, f"#move-{CHOSEN}-{p} input.select-move", "checked") for p in range(3)}
+    assert ticked == {0: True, 1: False, 2: True}, ticked
+    assert in_flight(cluster, CHOSEN) == {0, 1, 2}  # all three still moving when the cancel is sent
+    screenshot(browser, workdir, "reassignments-selected", capsys)
+
+    click(browser, "#cancel-selected")
+    browser.switch_to.alert.accept()
+    # KIP-455: a cancelled partition returns to its original replicas; the other move goes on.
+    wait_for(lambda: (lambda r: r[0] == [1, 2] and r[2] == [1, 2])(replicas(cluster, CHOSEN)), 60,
+             "partitions 0 and 2 back on [1, 2]")
+    assert in_flight(cluster, CHOSEN) <= {1}
+    assert sorted(replicas(cluster, CHOSEN)[1]) in ([1, 2, 3, 4], [3, 4])  # still moving (adding 3, 4), or done
+    wait_for(lambda: "cancelled" in css(browser, f"#done-{CHOSEN}-0")[0].text
+             and "cancelled" in css(browser, f"#done-{CHOSEN}-2")[0].text, 30, "both cancels among the ended moves")
+    screenshot(browser, workdir, "reassignments-selected-cancelled", capsys)
+
+    wait_for(lambda: not in_flight(cluster, CHOSEN) and replicas(cluster, CHOSEN)[1] == [3, 4], 120,
+             "partition 1 to complete on [3, 4]")
+    assert replicas(cluster, CHOSEN) == {0: [1, 2], 1: [3, 4], 2: [1, 2]}
+    wait_for(lambda: "completed" in css(browser, f"#done-{CHOSEN}-1")[0].text, 30, "partition 1 completed on the page")
+    assert prop(browser, "#cancel-selected", "disabled") is True  # nothing left ticked
+
+
 def test_read_only_console_refuses_writes(cluster: LocalCluster, read_only_console: ConsoleProcess, browser: Any,
                                           workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan = workdir / "plan-ro.json"
@@ -163,6 +225,7 @@ def test_read_only_console_refuses_writes(cluster: LocalCluster, read_only_conso
         browser.get(read_only_console.url + "/reassignments")
         wait_css(browser, f"#move-{TOPIC}-1 .bar")
         assert not css(browser, "button"), "a read-only console shows no buttons"
+        assert not css(browser, "input[type=checkbox]"), "nor boxes to tick moves with"
         assert not css(browser, "#throttle-rate")
         screenshot(browser, workdir, "reassignments-read-only", capsys)
         status, answer = read_only_console.post("/api/cancel", {"all": True}, read_only_console.token())

@@ -2,7 +2,9 @@
 (issue 20's second slice).
 
 Four brokers with metrics endpoints; a topic on brokers 1-3 only, so broker 4 is new and empty.
-The Plan page proposes moves onto broker 4; "Execute with throttle" starts a throttled
+The Plan page proposes moves onto broker 4; on Spark (a console of its own, whose JVM starts with
+the first Spark plan, serves the next one and ends with the console) the plan is the in-process
+engine's, move for move and byte for byte; "Execute with throttle" starts a throttled
 reassignment whose progress shows on the Reassignments page and completes; "Elect preferred
 leaders" then leaves every partition led by its first replica (checked with Metadata). A
 ``--read-only`` console plans but shows no Execute button. Screenshots of each page go to the
@@ -11,6 +13,8 @@ module's temporary directory and are named in the output.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +22,7 @@ from typing import Any
 import pytest
 from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from confluent_kafka import Producer
-from console_support import ConsoleProcess, css, screenshot, wait_css
+from console_support import ConsoleProcess, css, descendants, prop, running, screenshot, wait_css
 
 from headwater.admin.client import AdminClient
 from headwater.admin.local import free_port
@@ -29,6 +33,21 @@ TOPIC = "planned"
 PARTITIONS = 6
 PARTITION_BYTES = 600 * 1024
 THROTTLE = 1_000_000  # B/s: about a second or two of copying onto broker 4
+SPARK_PLAN_S = 240  # the first Spark plan starts a JVM on a machine that also runs the cluster and chromium
+# The console's modules, its app and its poller, as `headwater console` loads them: pyspark stays out.
+NO_PYSPARK = """
+import sys
+from headwater.admin.security import PLAINTEXT
+from headwater.console.app import create_app
+from headwater.console.csrf import CsrfGuard
+from headwater.console.reader import Poller
+import headwater.cli, headwater.console.cli
+poller = Poller("127.0.0.1:1", PLAINTEXT)
+create_app(poller, CsrfGuard())
+poller.stop()
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j"))
+assert not loaded, loaded
+"""
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +89,10 @@ def partitions(cluster: LocalCluster) -> dict[int, tuple[list[int], int]]:
     return {p.partition_index: (list(p.replica_nodes), p.leader_id) for t in meta.topics for p in t.partitions}
 
 
-def plan_for_broker_4(driver: Any, url: str, goal: str = "add-brokers") -> None:
-    """Plan ``goal`` (add-brokers or remove-brokers) for broker 4 on the page; wait for its moves."""
+def plan_for_broker_4(driver: Any, url: str, goal: str = "add-brokers", engine: str = "auto",
+                      timeout_s: float = 60) -> None:
+    """Plan ``goal`` (add-brokers or remove-brokers) for broker 4 on the page with ``engine``; wait
+    for its moves."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -80,9 +101,15 @@ def plan_for_broker_4(driver: Any, url: str, goal: str = "add-brokers") -> None:
     wait_for(lambda: "brokers: 1, 2, 3, 4" in (driver.find_element(By.ID, "plan-run").get_attribute("title") or ""),
              30, "the first snapshot on the Plan page")
     Select(driver.find_element(By.ID, "plan-goal")).select_by_value(goal)
+    Select(driver.find_element(By.ID, "plan-engine-choice")).select_by_value(engine)
     driver.find_element(By.ID, "plan-brokers").send_keys("4")
     driver.find_element(By.ID, "plan-run").click()
-    wait_css(driver, "#plan-moves tr.plan-move", 60)
+    wait_css(driver, "#plan-moves tr.plan-move", timeout_s)
+
+
+def jvms(pid: int) -> set[int]:
+    """The Java processes below ``pid``: Spark's driver JVM, once a session is made."""
+    return {child for child, command in descendants(pid).items() if "java" in command.split(" ", 1)[0]}
 
 
 def test_heat_map_and_quotas_pages(console: ConsoleProcess, browser: Any, workdir: Path,
@@ -101,6 +128,52 @@ def test_heat_map_and_quotas_pages(console: ConsoleProcess, browser: Any, workdi
     row = wait_css(browser, "#quotas tr.quota")
     assert "alice" in row.text and "10" in row.text, row.text
     screenshot(browser, workdir, "quotas", capsys)
+
+
+def test_plan_on_spark_is_the_in_process_plan(cluster: LocalCluster, browser: Any, workdir: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    checked = subprocess.run([sys.executable, "-c", NO_PYSPARK], capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stderr
+    proc = ConsoleProcess(cluster.bootstrap, workdir / "console-spark.log", "--spark-master", "local[2]")
+    spark_jvms: set[int] = set()
+    try:
+        assert not jvms(proc.proc.pid), "Spark started before any plan asked for it"
+        token = proc.token()
+        goal = {"goal": "add-brokers", "brokers": [4]}
+        status, auto = proc.post("/api/plan", goal, token)
+        assert status == 200, auto
+        assert auto["engine"]["name"] == "local" and "12 replicas" in auto["engine"]["why"]  # small: in-process
+        assert not jvms(proc.proc.pid)
+        status, local = proc.post("/api/plan", goal | {"engine": "local"}, token)
+        assert status == 200, local
+        status, spark = proc.post("/api/plan", goal | {"engine": "spark"}, token, timeout_s=SPARK_PLAN_S)
+        assert status == 200, spark
+        assert spark["engine"]["name"] == "spark" and spark["engine"]["master"] == "local[2]"
+        assert "spark_start_s" in spark["engine"]["timings_s"]  # this plan started Spark
+        spark_jvms = jvms(proc.proc.pid)
+        assert len(spark_jvms) == 1, descendants(proc.proc.pid)
+        with capsys.disabled():
+            print(f"\nSpark: start-up {spark['engine']['timings_s']['spark_start_s']} s, "
+                  f"plan {spark['engine']['timings_s']['plan_s']} s; in-process plan {local['engine']['timings_s']['plan_s']} s")
+        # The planner is deterministic: the same cluster and goal give the same plan on either engine.
+        assert spark["moves"] and spark["moves"] == local["moves"]
+        assert spark["summary"] == local["summary"] and spark["per_broker"] == local["per_broker"]
+        files = {name: proc.get_json(f"/api/plan/{view['id']}/reassignment.json")
+                 for name, view in (("local", local), ("spark", spark))}
+        assert files["spark"] == files["local"] and files["spark"]["partitions"]
+
+        # On the page: Spark chosen, run on the session the first Spark plan made (same JVM, no start-up).
+        plan_for_broker_4(browser, proc.url, engine="spark", timeout_s=SPARK_PLAN_S)
+        assert prop(browser, "#plan-engine-ran", "textContent") == "Spark"
+        shown = prop(browser, "#plan-engine", "textContent")
+        assert "local[2]" in shown and "chosen on the page" in shown and "start-up" not in shown, shown
+        assert len(css(browser, "#plan-moves tr.plan-move")) == len(spark["moves"])
+        assert jvms(proc.proc.pid) == spark_jvms
+        screenshot(browser, workdir, "plan-spark", capsys)
+    finally:
+        proc.stop()
+    # Stopped with the console: no JVM left behind.
+    wait_for(lambda: not any(running(pid) for pid in spark_jvms), 30, "Spark's JVM to end with the console")
 
 
 def test_plan_execute_and_elect_from_the_page(cluster: LocalCluster, console: ConsoleProcess, browser: Any,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
-from headwater.admin.reassign import Ongoing
+from headwater.admin.reassign import FOLLOWER_THROTTLED_REPLICAS, Ongoing
 from headwater.console import model
 from headwater.console.model import BrokerFacts, Facts, LogDirFacts, MoveMetric, PartitionFacts
 from headwater.console.reader import config_values, log_dir_facts, metadata_facts, parse_metrics
@@ -73,7 +73,7 @@ def test_moves_progress_rate_and_throttle() -> None:
     f = _facts()
     f.ongoing = {("t", 0): Ongoing([1, 2, 3], [3], [1]), ("t", 1): Ongoing([1, 2], [], [])}
     f.log_dirs[3] = [LogDirFacts("/d3", None, {("t", 0): 25})]
-    f.topic_configs["t"][model.FOLLOWER_THROTTLED_REPLICAS] = "0:3"
+    f.topic_configs["t"][FOLLOWER_THROTTLED_REPLICAS] = "0:3"
     f.broker_configs = {3: {"follower.replication.throttled.rate": "1000"}}
     rates = model.RateTracker()
     rates.observe(10.0, {("t", 0, 3): 5})

@@ -1,49 +1,35 @@
 """The console's second slice, without a cluster: the heat maps, the quotas and the Plan page's
-planning (the planner's in-process engine on a poll's answers), and its HTTP surface."""
+planning (the planner's engines on a poll's answers: which one runs, and Spark's session kept by
+the console). Its HTTP surface is in test_console_app.py."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace as NS
-from typing import Any
 
 import pytest
-from starlette.testclient import TestClient
+from console_fakes import MB, FakeSpark
+from console_fakes import cluster_facts as _facts
 
 from headwater.admin.reassign import Ongoing
+from headwater.admin.security import PLAINTEXT
 from headwater.console import model
-from headwater.console.app import create_app
-from headwater.console.csrf import CsrfGuard
-from headwater.console.model import BrokerFacts, Facts, LogDirFacts, PartitionFacts, QuotaFacts
+from headwater.console.model import PartitionFacts, QuotaFacts
 from headwater.console.plan import (
+    SPARK_ABOVE_REPLICAS,
     Plan,
     PlanStore,
+    SparkPlanner,
+    choose_engine,
     execution_model,
     facts_snapshot,
     make_plan,
     parse_goal,
+    replica_count,
     stale_partitions,
 )
-from headwater.console.reader import parse_tokens, quota_facts
+from headwater.console.reader import Poller, parse_tokens, quota_facts
 from headwater.planner.errors import PlannerError
 from headwater.planner.model import Goal
-
-MB = 1_000_000
-
-
-def _facts(brokers: tuple[int, ...] = (1, 2, 3, 4)) -> Facts:
-    """Six partitions, RF 2, all on brokers 1-3; broker 4 is registered and empty."""
-    f = Facts(taken_at=100.0, controller_id=1)
-    f.brokers = {b: BrokerFacts(b, "h", 9000 + b, None) for b in brokers}
-    placements = [(1, 2), (2, 3), (3, 1), (1, 2), (2, 3), (3, 1)]
-    f.topics = {"t": {p: PartitionFacts(r[0], r, r) for p, r in enumerate(placements)}}
-    sizes: dict[int, dict[tuple[str, int], int]] = {b: {} for b in brokers}
-    for p, r in enumerate(placements):
-        for b in r:
-            if b in sizes:  # a dead broker answers no DescribeLogDirs
-                sizes[b][("t", p)] = MB
-    f.log_dirs = {b: [LogDirFacts("/d", None, s)] for b, s in sizes.items()}
-    f.ongoing = {}
-    return f
 
 
 def test_heatmap_counts_replicas_and_bytes_per_broker_and_topic() -> None:
@@ -157,61 +143,46 @@ def test_execution_progress_and_preferred_leaders() -> None:
     assert store.get(plan.id) is None and store.get("other") is other
 
 
-class PlanSource:
-    def __init__(self, read_only: bool = False) -> None:
-        self.snapshot: dict[str, Any] = {"taken_at": 1.0, "errors": []}
-        self.version = 1
-        self.read_only = read_only
-        self.plans = PlanStore()
-        self.executed: list[tuple[str, int]] = []
-        self.elected: list[str] = []
-
-    def cancel(self, partitions: list[tuple[str, int]] | None) -> dict[str, str | None]:
-        return {}
-
-    def set_throttle(self, rate: int | None) -> list[str]:
-        return []
-
-    def make_plan(self, goal: object, brokers: object, throttle: float | None = None) -> dict[str, Any]:
-        g, ids = parse_goal(goal, brokers)
-        plan = make_plan(_facts(), g, ids)
-        self.plans.add(plan)
-        return plan.view
-
-    def execute_plan(self, plan: Plan, throttle: int) -> list[str]:
-        self.executed.append((plan.id, throttle))
-        return ["Successfully started"]
-
-    def elect_preferred(self, plan: Plan) -> list[str]:
-        self.elected.append(plan.id)
-        return ["Successfully completed leader election"]
+def test_auto_engine_picks_spark_above_the_threshold() -> None:
+    assert SPARK_ABOVE_REPLICAS == 200_000
+    assert choose_engine("auto", 200_000)[0] == "local"
+    assert choose_engine("auto", 200_001)[0] == "spark"
+    assert choose_engine("auto", 12, spark_above=5) == ("spark", "auto: 12 replicas, more than 5")
+    assert choose_engine("spark", 1)[0] == "spark" and choose_engine("local", 10**9)[0] == "local"
+    for bad in ("Spark", None, 1, ["local"]):
+        with pytest.raises(PlannerError, match="unknown engine"):
+            choose_engine(bad, 1)
 
 
-def test_plan_execute_elect_and_download_over_http() -> None:
-    source = PlanSource()
-    h = {"X-CSRF-Token": "tok"}
-    with TestClient(create_app(source, CsrfGuard("tok"), allowed_hosts=["testserver"])) as client:
-        assert client.get("/plan").status_code == 200 and client.get("/quotas").status_code == 200
-        assert client.post("/api/plan", json={"goal": "add-brokers", "brokers": [4]}).status_code == 403  # no token
-        assert client.post("/api/plan", json={"goal": "add-brokers", "brokers": []}, headers=h).status_code == 400
-        view = client.post("/api/plan", json={"goal": "add-brokers", "brokers": [4]}, headers=h).json()
-        assert view["moves"]
-        resp = client.get(f"/api/plan/{view['id']}/reassignment.json")
-        assert resp.status_code == 200 and "attachment" in resp.headers["content-disposition"]
-        assert resp.json()["version"] == 1 and len(resp.json()["partitions"]) == len(view["moves"])
-        assert client.get("/api/plan/nope/reassignment.json").status_code == 404
-        assert client.post("/api/plan/execute", json={"id": view["id"], "throttle": 0}, headers=h).status_code == 400
-        assert client.post("/api/plan/execute", json={"id": "nope", "throttle": 5}, headers=h).status_code == 404
-        assert client.post("/api/plan/execute", json={"id": view["id"], "throttle": 5000}, headers=h).status_code == 200
-        assert client.post("/api/plan/elect", json={"id": view["id"]}, headers=h).status_code == 200
-    assert source.executed == [(view["id"], 5000)] and source.elected == [view["id"]]
+def test_spark_plans_through_the_runner_and_auto_follows_the_cluster_size() -> None:
+    f = _facts()
+    assert replica_count(f) == 12
+    spark = FakeSpark()
+    local = make_plan(f, Goal.ADD_BROKERS, (4,))
+    assert local.view["engine"] | {"timings_s": None} == {
+        "name": "local", "requested": "auto", "why": "auto: 12 replicas, not more than 200,000", "replicas": 12,
+        "master": None, "timings_s": None}
+    assert spark.plans == 0
+    big = make_plan(f, Goal.ADD_BROKERS, (4,), engine="auto", spark=spark, spark_above=11)
+    assert spark.plans == 1 and big.view["engine"]["name"] == "spark" and big.view["engine"]["master"] == "local[fake]"
+    assert "plan_s" in big.view["engine"]["timings_s"] and "spark_start_s" in big.view["engine"]["timings_s"]
+    assert big.targets == local.targets and big.reassignment_json == local.reassignment_json
+    with pytest.raises(PlannerError, match="no Spark engine"):
+        make_plan(f, Goal.ADD_BROKERS, (4,), engine="spark")
 
 
-def test_read_only_console_plans_but_never_executes() -> None:
-    source = PlanSource(read_only=True)
-    h = {"X-CSRF-Token": "tok"}
-    with TestClient(create_app(source, CsrfGuard("tok"), allowed_hosts=["testserver"])) as client:
-        view = client.post("/api/plan", json={"goal": "rebalance"}, headers=h).json()
-        assert client.post("/api/plan/execute", json={"id": view["id"], "throttle": 5000}, headers=h).status_code == 403
-        assert client.post("/api/plan/elect", json={"id": view["id"]}, headers=h).status_code == 403
-    assert source.executed == [] and source.elected == []
+def test_spark_planner_starts_nothing_until_asked_and_refuses_after_stop() -> None:
+    planner = SparkPlanner("local[3]")
+    assert not planner.started and planner.master == "local[3]"
+    planner.stop()  # never started: nothing to stop
+    with pytest.raises(PlannerError, match="stopping"), planner.engine(facts_snapshot(_facts()), {}):
+        pass
+    assert not planner.started
+    # The console's poller owns one (never started here: no poll, no plan) and stops it with itself.
+    poller = Poller("127.0.0.1:1", PLAINTEXT, spark_master="spark://elsewhere:7077")
+    assert poller.spark.master == "spark://elsewhere:7077" and not poller.spark.started
+    poller.stop()
+    poller.facts = _facts()
+    assert poller.make_plan("rebalance", [], engine="local")["engine"]["name"] == "local"
+    with pytest.raises(PlannerError, match="stopping"):
+        poller.make_plan("rebalance", [], engine="spark")
