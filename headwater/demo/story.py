@@ -194,15 +194,21 @@ class Demo:
                                 console=self.console, transient=False, disable=not self.console.is_terminal)
             task = progress.add_task(label, total=None)
             last_line = 0.0
+            started, first_copied = time.monotonic(), None
             with progress:
                 while time.monotonic() < deadline:
                     done = poll()
                     copied, total = totals()
                     progress.update(task, completed=copied, total=max(total, 1))
+                    if first_copied is None:
+                        first_copied = copied
                     if not self.console.is_terminal and (time.monotonic() - last_line >= 2 or done):
                         last_line = time.monotonic()
                         share = copied / total if total else 1.0
-                        self.say(f"   {label}: {copied / 1e6:.1f} of {total / 1e6:.1f} MB copied ({share:.0%})")
+                        rate = (copied - first_copied) / max(1e-3, last_line - started)
+                        eta = f"ETA {(total - copied) / rate:.0f} s" if rate > 0 and not done else "done" if done else "ETA ?"
+                        self.say(f"   {label}: {copied / 1e6:.1f} of {total / 1e6:.1f} MB copied ({share:.0%}), "
+                                 f"{rate / 1e6:.1f} MB/s, {eta}")
                     if done or (until is not None and total and until(copied, total)):
                         return True
                     time.sleep(0.5)

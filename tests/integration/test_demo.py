@@ -27,6 +27,7 @@ def test_demo_tells_the_story_and_passes(tmp_path: Path) -> None:
     assert "RS {4,5,6,1,2,3} AR {4,5,6} RR {1,2,3} leader 1 ISR {1,2,3}" in flat
     assert "RS {4,5,6} AR {} RR {} leader 4 ISR {4,5,6}" in flat
     assert "Successfully started partition reassignments for" in flat
+    assert re.search(r"copying to 4,5,6: [\d.]+ of [\d.]+ MB copied \(\d+%\), [\d.]+ MB/s, ETA \d+ s", flat), out
     assert "Clearing broker-level throttles on brokers" in flat
     # Step 3: KIP-455's cancel, in Kafka's tool's words.
     assert "Successfully cancelled partition reassignment for: demo-cancel-0" in flat
