@@ -146,6 +146,11 @@ class SelfHealer:
                         ", ".join(f"{tp.topic}-{tp.partition} {list(old)} -> {list(new)}"
                                   for tp, (old, new) in sorted(plan.items())))
             return
+        # Planning took a while: a partition an operator started moving meanwhile, or whose replicas
+        # changed, keeps what it has (a new target would replace the operator's).
+        now = cluster_view(self.state)
+        plan = {tp: (old, new) for tp, (old, new) in plan.items()
+                if tp not in now.moving and now.replicas.get(tp) == old}
         if not plan:
             log.warning("self-healing: broker %s; the planner found no move", dead)
             self.core.abandoned()

@@ -33,7 +33,8 @@ def test_demo_tells_the_story_and_passes(tmp_path: Path) -> None:
     assert "Successfully cancelled partition reassignment for: demo-cancel-0" in flat
     # Step 4: KIP-599.
     assert "6 created, 2 refused with THROTTLING_QUOTA_EXCEEDED (89)" in flat
-    assert "8 created, none refused; throttle_time_ms=5000" in flat
+    permissive = re.search(r"8 created, none refused; throttle_time_ms=(\d+)", flat)
+    assert permissive is not None and 4800 <= int(permissive.group(1)) <= 5000, out  # a debt of 10 tokens at 2/s
     # Step 5: the Spark plan and the election that ends it (auto rebalance is off in the demo, so
     # the leaders that stayed in their partitions move only through this election).
     assert "--engine spark" in flat
