@@ -96,6 +96,10 @@ class ProducerWorkload:
             # producer waits (BufferError) instead of piling up minutes of messages into huge retries.
             "queue.buffering.max.messages": 2000,
             "batch.num.messages": 500,
+            # Without an error callback the client raises a fatal error (an idempotent producer's
+            # sequence desynchronised by lost records) out of flush() as an object that is not an
+            # exception, which no except clause catches; with it, the error is recorded here.
+            "error_cb": self._on_error,
         })
         self.fatal: str | None = None  # a fatal client error ends the workload; the run reports it
         self._thread = threading.Thread(target=self._run, name="chaos-producer", daemon=True)
@@ -113,6 +117,10 @@ class ProducerWorkload:
                 self.history.acked_at[seq] = time.monotonic()
                 offset = msg.offset()
                 self.history.acks.append(Ack(msg.partition(), UNKNOWN_OFFSET if offset is None or offset < 0 else offset, seq))
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self.fatal = self.fatal or str(err)
 
     def start(self) -> ProducerWorkload:
         self._thread.start()
@@ -158,7 +166,8 @@ class ProducerWorkload:
         self._stop.set()
         self._thread.join()
         try:
-            remaining = int(self.producer.flush(timeout_s))
+            # After a fatal error nothing more is delivered: what is queued stays unanswered.
+            remaining = len(self.producer) if self.fatal else int(self.producer.flush(timeout_s))
         except KafkaException as exc:
             self.fatal = self.fatal or str(exc)
             remaining = len(self.producer)
