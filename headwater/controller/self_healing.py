@@ -76,6 +76,7 @@ class SelfHealing:
     healing: dict[TopicPartition, frozenset[int]] = field(default_factory=dict)
     planning: bool = False  # a Heal is being carried out: no second one until it is
     dry_run_told: set[int] = field(default_factory=set)
+    given_up: set[int] = field(default_factory=set)  # dead brokers whose plan moved nothing
 
     def configure(self, config: HealingConfig) -> None:
         self.config = config
@@ -90,6 +91,7 @@ class SelfHealing:
         for b in dead:
             self.dead_since.setdefault(b, now_ms)
         self.dry_run_told &= dead  # a broker that came back and died again is told again
+        self.given_up &= dead
         out: list[Decision] = []
         out += self._cancel_for_returned(view)
         out += self._elect_completed(view)
@@ -110,8 +112,14 @@ class SelfHealing:
         """The shell could not plan or start the last Heal; the next tick may decide again."""
         self.planning = False
 
+    def nothing_to_move(self, brokers: Iterable[int]) -> None:
+        """The plan for these brokers moved nothing: not asked again until one of them comes back
+        (and dies again), rather than planned every second."""
+        self.planning = False
+        self.given_up |= set(brokers)
+
     def _heal(self, now_ms: int, view: ClusterView, dead: set[int]) -> Heal | None:
-        due = {b for b in dead if now_ms - self.dead_since[b] >= self.config.broker_failure_threshold_ms}
+        due = {b for b in dead - self.given_up if now_ms - self.dead_since[b] >= self.config.broker_failure_threshold_ms}
         # Only brokers that still hold a replica not already moving away.
         due = {b for b in due if any(b in replicas and tp not in view.moving for tp, replicas in view.replicas.items())}
         if self.config.dry_run:

@@ -153,7 +153,7 @@ class SelfHealer:
                 if tp not in now.moving and now.replicas.get(tp) == old}
         if not plan:
             log.warning("self-healing: broker %s; the planner found no move", dead)
-            self.core.abandoned()
+            self.core.nothing_to_move(heal.brokers)
             return
         resp = await self.request(ev.AlterPartitionReassignmentsRequested(
             tuple((tp.topic, tp.partition, new) for tp, (_old, new) in sorted(plan.items()))))

@@ -111,3 +111,15 @@ def test_dry_run_tells_once_per_death_and_never_blocks() -> None:
     sh.tick(12_000, view(live | {3}))  # back: a later death is told again
     sh.tick(13_000, view(live))
     assert sh.tick(23_000, view(live)) != []
+
+
+def test_a_plan_that_moves_nothing_is_not_made_again_until_the_broker_dies_anew() -> None:
+    sh = SelfHealing(ON)
+    live = {1, 2, 4, 5, 6}
+    sh.tick(0, view(live))
+    assert sh.tick(10_000, view(live)) != []
+    sh.nothing_to_move([3])
+    assert sh.tick(11_000, view(live)) == []
+    sh.tick(12_000, view(live | {3}))
+    sh.tick(13_000, view(live))
+    assert sh.tick(23_000, view(live)) != []
