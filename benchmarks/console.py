@@ -68,7 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrat
 from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from confluent_kafka import Producer
 from console_support import chromium
-from kafka.protocol.admin import CreateTopicsRequest
+from reassign_scale import create, online
 
 from headwater.admin.client import AdminClient
 from headwater.admin.local import free_port
@@ -153,22 +153,6 @@ def tree_cpu_s(pids: list[int]) -> dict[int, float]:
 
 
 # --- the cluster --------------------------------------------------------------------------------
-
-
-def create(client: AdminClient, name: str, assignment: list[list[int]]) -> None:
-    T = CreateTopicsRequest.CreatableTopic
-    A = T.CreatableReplicaAssignment
-    resp = client.send_to_controller(CreateTopicsRequest, dict(
-        topics=[T(name=name, num_partitions=-1, replication_factor=-1,
-                  assignments=[A(partition_index=p, broker_ids=r) for p, r in enumerate(assignment)], configs=[])],
-        timeout_ms=600_000, validate_only=False), lambda r: [t.error_code for t in r.topics])
-    codes = [t.error_code for t in resp.topics]
-    assert codes == [0], f"CreateTopics {name}: {codes}"
-
-
-def online(client: AdminClient, names: list[str]) -> int:
-    meta = client.refresh(names)
-    return sum(1 for t in meta.topics if t.error_code == 0 for p in t.partitions if p.leader_id >= 0)
 
 
 def load(bootstrap: str, sizes: dict[str, int], messages: int, value_bytes: int) -> None:
