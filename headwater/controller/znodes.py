@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -256,3 +256,23 @@ def decode_reassignment_queue(data: bytes | None) -> tuple[tuple[TopicPartition,
     except (ValueError, TypeError, KeyError):
         return ()
     return tuple(out.items())
+
+
+def encode_self_healing(healing: Mapping[TopicPartition, Iterable[int]]) -> bytes:
+    """``/admin/self_healing``: each healing move in flight with the dead brokers it moves away from
+    (none for a move away from a failed log dir)."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": tp.topic, "partition": tp.partition, "away": sorted(brokers)}
+        for tp, brokers in sorted(healing.items())
+    ]}, separators=(",", ":")).encode()
+
+
+def decode_self_healing(data: bytes | None) -> dict[TopicPartition, frozenset[int]]:
+    """Only the controller writes it; an unreadable document reads as no healing moves (they then
+    complete as ordinary reassignments, without the final election)."""
+    try:
+        doc = json.loads(data or b"")
+        return {TopicPartition(str(e["topic"]), int(e["partition"])): frozenset(int(b) for b in e["away"])
+                for e in doc["partitions"]}
+    except (ValueError, TypeError, KeyError):
+        return {}

@@ -70,6 +70,7 @@ class _Paths:
     DELETE_TOPICS = "/admin/delete_topics"
     REASSIGN_PARTITIONS = "/admin/reassign_partitions"
     REASSIGNMENT_QUEUE = "/admin/reassignment_queue"  # headwater's own: moves waiting for the per-broker limit
+    SELF_HEALING = "/admin/self_healing"  # headwater's own: the healing moves in flight, for the next controller
     PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
     CONFIG_CHANGES = "/config/changes"
     CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"  # create sequential with this path

@@ -6,7 +6,9 @@ off the event loop). Fields, in this order:
 ``time`` (UTC, ISO 8601 with milliseconds), ``principal``, ``client_address`` (``host:port``),
 ``client_id``, ``api`` (Kafka's API name), ``api_version``, ``resources`` (each ``{"type", "name",
 "error_code", "error"}``, and ``"operation"`` where an authorization check refused it),
-``outcome`` (``allowed``, ``denied`` or ``failed``) and ``error_code`` (0, or the first non-zero one).
+``outcome`` (``allowed``, ``denied`` or ``failed``) and ``error_code`` (0, or the first non-zero one);
+then ``detail`` on the controller's own actions (self-healing), which no client sent: their
+principal is ``Controller:self-healing``, their address empty and their ``api_version`` -1.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class AuditRecord:
     resources: tuple[AuditResource, ...] = field(default_factory=tuple)
     denied: bool = False
     error_code: int = 0
+    detail: str | None = None  # why the controller acted, on its own actions
 
     @property
     def outcome(self) -> str:
@@ -78,4 +81,6 @@ class AuditRecord:
             "outcome": self.outcome,
             "error_code": code,
         }
+        if self.detail is not None:
+            doc["detail"] = self.detail
         return json.dumps(doc, separators=(",", ":"))

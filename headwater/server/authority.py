@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from headwater.controller import quota
+from headwater.controller.self_healing import HealingStatus
 from headwater.controller.topics import plan_create_partitions, plan_create_topic
 from headwater.metadata.image import ClusterImage, TopicImage
 from headwater.protocol.apis import ApiKey
@@ -64,6 +65,10 @@ class MetadataAuthority(Protocol):
         """First step of shutdown, while the broker still serves followers."""
 
     async def report_log_dir_failure(self) -> None: ...
+
+    def self_healing(self) -> HealingStatus | None:
+        """What self-healing is doing, on the active controller (None elsewhere)."""
+        ...
 
     def creates_topics_here(self) -> bool:
         """Whether a topic can be created by this broker (else it asks the controller)."""
@@ -187,6 +192,9 @@ class LocalAuthority:
 
     async def report_log_dir_failure(self) -> None:
         pass  # no controller to tell: the partitions are simply offline
+
+    def self_healing(self) -> HealingStatus | None:
+        return None
 
     def creates_topics_here(self) -> bool:
         return True

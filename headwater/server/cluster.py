@@ -265,6 +265,7 @@ class ClusterMember:
                 controller_config(cfg),
                 on_resigned=self._resigned, listener_name=cfg.inter_broker_listener,
                 channel_security=self.broker.authn.channel_security,
+                audit=self.broker.authz.audit.write,
             )
             self.shell = shell
             await shell.start(*won)

@@ -41,6 +41,7 @@ from headwater.metadata.zk import decode_log_dir_event
 from headwater.protocol import control_wire
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.interbroker import LeaderAndIsrResponse, StopReplicaRequest, UpdateMetadataResponse
+from headwater.security.audit import AuditRecord
 from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
 from headwater.server.self_healer import SelfHealer
 from headwater.server.zk import ControllerMovedError, ZooKeeper
@@ -70,7 +71,8 @@ class _Pending:
 class ControllerShell:
     def __init__(self, broker_id: int, zk: ZooKeeper, config: ControllerConfig, *,
                  on_resigned: Callable[[], None], listener_name: str = "PLAINTEXT",
-                 channel_security: ChannelSecurity = PLAINTEXT) -> None:
+                 channel_security: ChannelSecurity = PLAINTEXT,
+                 audit: Callable[[AuditRecord], None] | None = None) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.core = Controller(broker_id, config)
@@ -89,7 +91,8 @@ class ControllerShell:
         self._legacy_seen = -1  # czxid of the legacy reassignment znode already handed to the core
         self._preferred_seen = -1  # likewise for /admin/preferred_replica_election
         self._rebalance_task: asyncio.Task[None] | None = None
-        self.healer = SelfHealer(broker_id, self.core.state, self.request)
+        self.healer = SelfHealer(broker_id, self.core.state, self.request, load=self._load_healing,
+                                 save=self._save_healing, audit=audit)
         self._healer_task: asyncio.Task[None] | None = None
         self._current: _Pending | None = None  # the event being processed
         # The last UpdateMetadata topic states written, with the tuple they were written from (kept
@@ -123,6 +126,16 @@ class ControllerShell:
         self._rebalance_task = asyncio.get_running_loop().create_task(self._auto_rebalance())
         self._healer_task = asyncio.get_running_loop().create_task(self.healer.run(lambda: self.active))
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+
+    async def _load_healing(self) -> bytes | None:
+        found = await self.zk.get(PATHS.SELF_HEALING)
+        return found[0] if found is not None else None
+
+    async def _save_healing(self, data: bytes) -> None:
+        try:
+            await self.zk.set(PATHS.SELF_HEALING, data)
+        except NoNodeError:
+            await self.zk.create(PATHS.SELF_HEALING, data, make_parents=True)
 
     async def _read_tree(self) -> dict[str, Znode]:
         """The znodes the failover snapshot needs (``snapshot_from_znodes``), with their stat numbers.

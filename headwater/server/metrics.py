@@ -12,6 +12,10 @@ estimate), and per broker the sums over each role. An unknown ETA or size is -1.
 The reassignment throttle in force (``headwater_reassignment_throttle_*``, docs/replication.md):
 the rate of the reassignment limiters (0: none), why (one series per reason, 1 for the current
 one), and for the adaptive mode the produce p99 and follower lag it last judged by (-1: none).
+
+Self-healing (``headwater_self_healing_*``, docs/operations.md), from the active controller only:
+its settings, the brokers it is counting down (dead, or with a failed log dir), the healing moves
+in flight and its actions so far.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from headwater.controller.self_healing import HealingStatus
 from headwater.replication.adaptive_throttle import Reason, ThrottleStatus
 from headwater.replication.progress import MoveProgress, summarize
 
@@ -69,6 +74,7 @@ class Snapshot:
     fetch_sessions: int = 0
     consumer_fetch_bytes: dict[str, int] = field(default_factory=dict)  # client id -> bytes served
     reassignment_throttle: ThrottleStatus | None = None
+    self_healing: HealingStatus | None = None  # on the active controller only
 
 
 class BrokerCollector(Collector):
@@ -120,6 +126,8 @@ class BrokerCollector(Collector):
         yield from _reassignment(broker, snap.reassignment_moves)
         if snap.reassignment_throttle is not None:
             yield from _throttle(broker, snap.reassignment_throttle)
+        if snap.self_healing is not None:
+            yield from _self_healing(broker, snap.self_healing)
         yield from _cleaner(broker, snap.cleaner)
         yield from _gc(broker, snap.gc)
 
@@ -203,6 +211,35 @@ def _throttle(broker: str, t: ThrottleStatus) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(f"headwater_reassignment_throttle_{name}", doc, labels=["broker"])
         family.add_metric([broker], -1 if value is None else value)
         yield family
+
+
+def _self_healing(broker: str, h: HealingStatus) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    for name, doc, value in (
+        ("enabled", "1 when self.healing.enable is true", int(h.config.enabled)),
+        ("dry_run", "1 when self.healing.dry.run is true (decisions are only logged)", int(h.config.dry_run)),
+        ("threshold_seconds", "self.healing.broker.failure.threshold.ms, in seconds",
+         h.config.broker_failure_threshold_ms / 1000),
+        ("moves_in_flight", "Partitions whose healing move is still copying", h.healing),
+        ("next_action_seconds", "Seconds until the next dead broker or failed log dir is due (-1: none waiting)",
+         -1 if h.waiting_for < 0 else h.waiting_for / 1000),
+    ):
+        family = GaugeMetricFamily(f"headwater_self_healing_{name}", doc, labels=["broker"])
+        family.add_metric([broker], value)
+        yield family
+    for name, doc, clocks in (
+        ("dead_broker_seconds", "How long each broker named by replicas has been unregistered", h.dead_for_ms),
+        ("offline_dir_seconds", "How long each broker has had replicas in a failed log dir", h.offline_for_ms),
+    ):
+        family = GaugeMetricFamily(f"headwater_self_healing_{name}", doc, labels=["broker", "target"])
+        for target, ms in sorted(clocks.items()):
+            family.add_metric([broker, str(target)], ms / 1000)
+        yield family
+    actions = CounterMetricFamily("headwater_self_healing_actions", "Self-healing actions since this broker became "
+                                  "the controller: heal (moves started), cancel, elect, dry_run, failed",
+                                  labels=["broker", "action"])
+    for action, count in sorted(h.actions.items()):
+        actions.add_metric([broker, action], count)
+    yield actions
 
 
 def serve(port: int, host: str, collector: BrokerCollector) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.controller import effects as fx
 from headwater.controller import events as ev
 from headwater.controller import quota
+from headwater.controller.self_healing import HealingStatus
 from headwater.metadata.image import ClusterImage, PartitionState, TopicImage
 from headwater.protocol.apis import ApiKey
 from headwater.protocol.errors import ErrorCode, KafkaError
@@ -62,6 +63,10 @@ class ZkAuthority:
 
     async def report_log_dir_failure(self) -> None:
         await self.member.report_log_dir_failure()
+
+    def self_healing(self) -> HealingStatus | None:
+        shell = self.member.shell
+        return shell.healer.status() if shell is not None and shell.active and self.member.is_controller() else None
 
     def creates_topics_here(self) -> bool:
         return self.member.is_controller()

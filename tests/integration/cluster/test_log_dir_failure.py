@@ -15,12 +15,13 @@ back. A broker whose only log dir fills up stops, with exit code 1, as Kafka's h
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cluster_support import LocalCluster, wait_for
+from cluster_support import LocalCluster, run_cli, wait_for
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.admin import CreateTopicsRequest, DescribeLogDirsRequest
 
@@ -170,3 +171,68 @@ def test_a_broker_whose_only_log_dir_fails_stops(broker_factory: Callable[..., B
     assert broker.proc.wait(timeout=30) == 1
     log = broker.log_path.read_text()
     assert "every log dir is offline; shutting down" in log and "Traceback" not in log
+
+
+def test_self_healing_moves_a_failed_dirs_replicas_to_another_broker(cluster_factory: Callable[..., LocalCluster],
+                                                                     tmpfs: Path) -> None:
+    """Issue #21's offline-log-dir trigger: past ``self.healing.broker.failure.threshold.ms`` the
+    replica in broker 1's failed dir moves to the spare broker 4 (a KIP-455 move, ended by the
+    preferred election), while broker 1 keeps its replica in the healthy dir. The controller's audit
+    log names what it did."""
+    cluster = cluster_factory(4, props={"min.insync.replicas": "2"})
+    b1 = cluster.brokers[1]
+    b1.stop()
+    healthy = b1.data_dir / "broker-1-logs"
+    b1.props = {**b1.props, "log.dirs": f"{healthy},{tmpfs}"}
+    b1.config_path.unlink()
+    cluster.restart(1)
+    cluster.wait_registered({1, 2, 3, 4})
+    T = CreateTopicsRequest.CreatableTopic
+    A = T.CreatableReplicaAssignment
+    with AdminClient(cluster.bootstrap, timeout_s=30) as client:
+        resp = client.send_to_controller(CreateTopicsRequest, dict(
+            topics=[T(name=TOPIC, num_partitions=-1, replication_factor=-1, configs=[],
+                      assignments=[A(partition_index=p, broker_ids=[1, 2, 3]) for p in (0, 1)])],
+            timeout_ms=30_000, validate_only=False), lambda r: [t.error_code for t in r.topics])
+    assert [t.error_code for t in resp.topics] == [0]
+    cluster.wait_full_isr([TOPIC], 2, timeout_s=30)
+    assert log_dirs(cluster, 1)[str(tmpfs)] == (0, {1})
+    run_cli("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "brokers",
+            "--entity-default", "--add-config",
+            "self.healing.enable=true,self.healing.broker.failure.threshold.ms=2000")
+    before = produce(cluster.bootstrap, 1, [b"before-%d" % i for i in range(20)])
+    fill(tmpfs)
+    after = produce(cluster.bootstrap, 1, [(b"after-%d:" % i).ljust(16_384, b"x") for i in range(5)])
+
+    def healed() -> bool:
+        lines = {line.partition: line for line in cluster.describe(TOPIC)}
+        return sorted(lines[1].replicas) == [2, 3, 4] and lines[1].full and sorted(lines[0].replicas) == [1, 2, 3]
+    wait_for(healed, 60, "partition 1 moved off broker 1's failed dir onto broker 4, partition 0 left alone")
+    assert b1.alive
+    controller = cluster.controller_id()
+    [audit] = list(cluster.data_dir.rglob(f"broker-{controller}-audit.log"))
+
+    def audited() -> list[dict[str, object]]:
+        return [json.loads(line) for line in audit.read_text().splitlines()
+                if '"Controller:self-healing"' in line]
+    wait_for(lambda: {r["api"] for r in audited()} >= {"AlterPartitionReassignments", "ElectLeaders"}, 30,
+             "the move and the election in the controller's audit log")
+    [move] = [r for r in audited() if r["api"] == "AlterPartitionReassignments"]
+    assert move["outcome"] == "allowed" and "failed log dir" in str(move["detail"])
+    [name] = [res["name"] for res in move["resources"]]  # type: ignore[attr-defined]
+    head, _, target = str(name).partition(" -> ")
+    assert head == f"{TOPIC}-1" and sorted(json.loads(target)) == [2, 3, 4], name
+    # Every acknowledged record of the moved partition is on its new replicas.
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "healed-readback",
+                         "enable.auto.commit": False, "enable.partition.eof": False})
+    try:
+        consumer.assign([TopicPartition(TOPIC, 1, 0)])
+        got: list[int] = []
+
+        def read() -> bool:
+            got.extend(msg.offset() for msg in consumer.consume(100, timeout=0.5) if msg.error() is None)
+            return len(got) >= 25
+        wait_for(read, 30, "every acknowledged record read back")
+        assert sorted(got) == sorted(before + after)
+    finally:
+        consumer.close()

@@ -4,7 +4,8 @@ What is asserted is the issue's contract, and Kafka's for what the moves themsel
 killed for good has its partitions back at three in-sync replicas on the other five, on distinct
 racks (Kafka's rack-aware placement), with nothing acknowledged lost and no operator command; a
 broker that returns mid-heal keeps the partitions whose moves were still copying (KIP-455's cancel
-returns them to their original replicas, which include it).
+returns them to their original replicas, which include it), even when the controller that started
+the moves died meanwhile.
 """
 
 from __future__ import annotations
@@ -133,6 +134,16 @@ def test_a_broker_back_mid_heal_keeps_the_partitions_still_copying(
     cluster.brokers[dead].kill9()
     wait_for(lambda: "self-healing: broker" in "".join(b.log_path.read_text() for b in cluster.live()), 60,
              "the controller to start healing moves")
+    # The controller dies mid-heal: its successor reads the healing moves from /admin/self_healing and
+    # cancels them as it would have. (The longer threshold keeps the killed controller itself from
+    # being healed while it restarts.)
+    heal_on(cluster, 600_000)
+    old_controller = cluster.controller_id()
+    cluster.brokers[old_controller].kill9()
+    cluster.wait_new_controller(old_controller)
+    wait_for(lambda: "self-healing takes over" in "".join(b.log_path.read_text() for b in cluster.live()), 30,
+             "the new controller to take over the healing moves")
+    cluster.restart(old_controller)
     cluster.restart(dead)
 
     def settled() -> bool:

@@ -123,3 +123,54 @@ def test_a_plan_that_moves_nothing_is_not_made_again_until_the_broker_dies_anew(
     sh.tick(12_000, view(live | {3}))
     sh.tick(13_000, view(live))
     assert sh.tick(23_000, view(live)) != []
+
+
+def test_replicas_in_a_failed_log_dir_move_after_the_threshold_and_no_return_cancels_them() -> None:
+    # Broker 2 is registered but A1's replica on it sits in a failed log dir (Kafka's offline replica).
+    sh = SelfHealing(ON)
+    everyone = {1, 2, 3, 4, 5, 6}
+    failed = {2: frozenset({A1})}
+    assert sh.tick(0, ClusterView(frozenset(everyone), REPLICAS, frozenset(), failed)) == []
+    [heal] = sh.tick(10_000, ClusterView(frozenset(everyone), REPLICAS, frozenset(), failed))
+    assert isinstance(heal, Heal) and heal.brokers == () and heal.offline == {2: frozenset({A1})}
+    assert "failed log dir" in heal.describe()
+    sh.started({A1: (2, 3, 4)}, heal.brokers)
+    # The broker restarts (its offline replicas are forgotten): the move goes on, then is elected.
+    assert sh.tick(11_000, view(everyone, moving={A1})) == []
+    assert sh.tick(12_000, view(everyone, replicas={**REPLICAS, A1: (5, 3, 4)})) == [ElectPreferred((A1,))]
+
+
+def test_dead_brokers_are_planned_before_failed_log_dirs() -> None:
+    sh = SelfHealing(ON)
+    live = frozenset({1, 2, 4, 5, 6})
+    failed = {5: frozenset({B0})}
+    sh.tick(0, ClusterView(live, REPLICAS, frozenset(), failed))
+    [heal] = sh.tick(10_000, ClusterView(live, REPLICAS, frozenset(), failed))
+    assert isinstance(heal, Heal) and heal.brokers == (3,) and not heal.offline
+    sh.started({A0: (1, 2, 3), A1: (2, 3, 4)}, [3])
+    [heal] = sh.tick(10_500, ClusterView(live, REPLICAS, frozenset({A0, A1}), failed))
+    assert isinstance(heal, Heal) and heal.offline == {5: frozenset({B0})}
+
+
+def test_status_counts_down_to_the_next_action() -> None:
+    sh = SelfHealing(ON)
+    sh.tick(1_000, view({1, 2, 4, 5, 6}))
+    status = sh.status(4_000, {"heal": 0})
+    assert status.dead_for_ms == {3: 3_000} and status.waiting_for == 7_000 and status.healing == 0
+    assert SelfHealing(ON).status(0, {}).waiting_for == -1
+
+
+def test_a_new_controller_takes_over_the_healing_moves_in_flight() -> None:
+    # What /admin/self_healing carries from one controller to the next.
+    from headwater.controller.znodes import decode_self_healing, encode_self_healing
+
+    first = SelfHealing(ON)
+    first.tick(0, view({1, 2, 4, 5, 6}))
+    first.tick(10_000, view({1, 2, 4, 5, 6}))
+    first.started({A0: (1, 2, 3), A1: (2, 3, 4)}, [3])
+    saved = encode_self_healing(first.healing)
+    second = SelfHealing(ON)
+    second.restore(decode_self_healing(saved))
+    # Broker 3 returns while both still copy: the new controller cancels them as the old one would.
+    assert second.tick(20_000, view({1, 2, 3, 4, 5, 6}, moving={A0, A1})) == [Cancel(3, (A0, A1))]
+    assert decode_self_healing(b"not json") == {}
