@@ -300,6 +300,9 @@ class Request:
     client_address: str = ""
     # What authorization checks refused while it was handled (audit records of the resources).
     denied: list[Any] = field(default_factory=list)
+    # When its frame was read off the socket (time.perf_counter(); 0: not from a socket), where
+    # Kafka's request time starts (RequestChannel.Request.startTimeNanos).
+    arrived_s: float = 0.0
 
     @property
     def api_key(self) -> int:

@@ -9,6 +9,9 @@ second (``tick``) the shell hands it what it saw since the last tick (``Observat
 - the bytes its reassignment limiters charged (the copy of replicas being added, either direction).
 
 The rule (AIMD; docs/replication.md says why), first match wins:
+0. The limiters charged nothing (no copy through this broker): hold (``NOT_LIMITING``). A latency
+   or lag over target then has another cause, and cutting for it would start the next move at the
+   floor and end the slow start before any copy tested the rate.
 1. The follower lag is over ``max_follower_lag_ms``: cut the rate by ``DECREASE`` (``FOLLOWER_LAG``).
 2. The p99 of the produce latencies is over ``max_produce_latency_ms``: cut (``PRODUCE_LATENCY``).
 3. The copy used less than ``LIMITING_SHARE`` of the rate: hold (``NOT_LIMITING``). Raising a rate
@@ -17,10 +20,12 @@ The rule (AIMD; docs/replication.md says why), first match wins:
 4. Too few produces to judge a p99 (``MIN_SAMPLES``, gathered over at most ``MAX_WINDOW_MS``) on a
    broker that leads in-sync followers: hold (``NO_SAMPLES``): there is something to protect but no
    traffic to judge by.
-5. Otherwise raise the rate by ``(max_rate - min_rate) / STEPS`` (``INCREASE``): both signals are
-   under their targets, or the broker has nothing to protect at all (no acks=all produce, no in-sync
-   follower: a new, empty broker, the usual target of a move, must not hold the copy at the start
-   rate; the brokers at the other end of each copy judge it by their own signals).
+5. Otherwise raise the rate: both signals are under their targets, or the broker has nothing to
+   protect at all (no acks=all produce, no in-sync follower: a new, empty broker, the usual target
+   of a move, must not hold the copy at the start rate; the brokers at the other end of each copy
+   judge it by their own signals). Until the first cut the rate doubles (``SLOW_START``, TCP's slow
+   start, RFC 5681: from the floor to the knee in a few ticks, not STEPS of them); after it, it
+   rises by ``(max_rate - min_rate) / STEPS`` (``INCREASE``).
 The rate always stays within ``[min_rate, max_rate]``.
 
 Only replicas being added are metered by these limiters (``throttle.limiters_for``), so an in-sync
@@ -38,6 +43,7 @@ MODE_STATIC = "static"
 MODE_ADAPTIVE = "adaptive"
 MODES = (MODE_STATIC, MODE_ADAPTIVE)
 
+SLOW_START_FACTOR = 2.0  # the rate's growth per good tick until the first cut
 DECREASE = 0.7  # multiplicative decrease (CUBIC's beta): halving left a quarter of the rate unused on average
 STEPS = 20  # additive increase: from the floor to the ceiling in this many good ticks
 LIMITING_SHARE = 0.5  # the copy used at least this share of the rate since the last tick
@@ -50,6 +56,7 @@ class Reason(enum.Enum):
 
     STATIC = "static"  # mode static: reassignment.throttled.rate, or no limit
     START = "start"  # adaptive, no tick yet: the start value
+    SLOW_START = "slow_start"
     INCREASE = "increase"
     PRODUCE_LATENCY = "produce_latency"
     FOLLOWER_LAG = "follower_lag"
@@ -119,6 +126,7 @@ class AdaptiveThrottle:
         self._last_tick_ms = now_ms
         self._pending: list[float] = []
         self._pending_since_ms = now_ms
+        self._slow_start = True  # until the first cut
         self.last = Decision(int(self._rate), Reason.START, None, None)
 
     @property
@@ -150,7 +158,9 @@ class AdaptiveThrottle:
         latency = self._produce_p99(obs.produce_latencies_ms, now_ms)
         self._last_tick_ms = now_ms
         lag = obs.follower_lag_ms
-        if lag is not None and lag > s.max_follower_lag_ms:
+        if obs.copied_bytes == 0:
+            reason = Reason.NOT_LIMITING
+        elif lag is not None and lag > s.max_follower_lag_ms:
             reason = Reason.FOLLOWER_LAG
         elif latency is not None and latency > s.max_produce_latency_ms:
             reason = Reason.PRODUCE_LATENCY
@@ -158,10 +168,15 @@ class AdaptiveThrottle:
             reason = Reason.NOT_LIMITING
         elif latency is None and lag is not None:
             reason = Reason.NO_SAMPLES
+        elif self._slow_start:
+            reason = Reason.SLOW_START
         else:
             reason = Reason.INCREASE
         if reason in (Reason.FOLLOWER_LAG, Reason.PRODUCE_LATENCY):
             self._rate = s.clamp(self._rate * DECREASE)
+            self._slow_start = False
+        elif reason is Reason.SLOW_START:
+            self._rate = s.clamp(max(self._rate * SLOW_START_FACTOR, self._rate + s.step))
         elif reason is Reason.INCREASE:
             self._rate = s.clamp(self._rate + s.step)
         self.last = Decision(int(self._rate), reason, latency, lag)

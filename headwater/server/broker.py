@@ -311,7 +311,7 @@ class Broker:
 
     # --- dispatch -------------------------------------------------------------------------------
 
-    async def _handle_frame(self, conn: Connection, frame: bytearray) -> Reply | None:
+    async def _handle_frame(self, conn: Connection, frame: bytearray, arrived_s: float) -> Reply | None:
         current_connection.set(conn)
         if self.authn.needs_gate(conn):
             gated = self.authn.gate(conn, frame)
@@ -341,6 +341,7 @@ class Broker:
             conn.abort(f"no handler for {request.spec.key.name} v{request.version} (correlation id {request.correlation_id})")
             return None
         request.principal, request.client_address = conn.principal, conn.peer
+        request.arrived_s = arrived_s
         result = handler(request)
         if asyncio.iscoroutine(result):
             result = await result

@@ -60,7 +60,8 @@ class Reply:
 
 
 # A handler result: a reply, or None when the request gets no response (acks=0).
-Handler = Callable[["Connection", bytearray], Coroutine[Any, Any, "Reply | None"]]
+# (connection, frame, when the frame was read off the socket: time.perf_counter())
+Handler = Callable[["Connection", bytearray, float], Coroutine[Any, Any, "Reply | None"]]
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -195,7 +196,7 @@ class Connection(asyncio.BufferedProtocol):
     def _dispatch(self, frame: bytearray) -> None:
         if self.closed:
             return
-        task = asyncio.get_running_loop().create_task(self._handler(self, frame))
+        task = asyncio.get_running_loop().create_task(self._handler(self, frame, time.perf_counter()))
         self._queue.append(task)
         self._queue_event.set()
         if len(self._queue) >= MAX_PENDING_REQUESTS and not self._reading_paused:

@@ -48,26 +48,37 @@ def test_starts_at_the_floor_or_the_static_rate_clamped() -> None:
     assert AdaptiveThrottle(SETTINGS, 0).last.reason is Reason.START
 
 
-def test_raises_additively_while_under_target() -> None:
+def test_doubles_until_the_first_cut_then_raises_additively() -> None:
     t = AdaptiveThrottle(SETTINGS, 0)
-    for i in range(1, 6):
+    rates = []
+    for i in range(1, 5):
         d = t.tick(i * 1000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
-        assert d.reason is Reason.INCREASE
-        assert d.rate == 1 * MB + i * STEP
+        assert d.reason is Reason.SLOW_START
         assert d.produce_p99_ms == 5.0 and d.follower_lag_ms == 0
+        rates.append(d.rate)
+    assert rates == [2 * MB, 4 * MB, 8 * MB, 16 * MB]
+    d = t.tick(5000, Observation(fast(ms=80), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.PRODUCE_LATENCY and d.rate == int(16 * MB * DECREASE)
+    for i in range(6, 9):
+        before = t.rate
+        d = t.tick(i * 1000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+        assert d.reason is Reason.INCREASE and d.rate == int(before + STEP)
 
 
 def test_cuts_multiplicatively_on_produce_latency_over_target() -> None:
     t = AdaptiveThrottle(SETTINGS, 0, start_rate=10 * MB)
     # 1 slow produce in 100 is not the p99; 2 are.
     d = t.tick(1000, Observation([*fast(99), 500.0], follower_lag_ms=0, copied_bytes=busy(t.rate)))
-    assert d.reason is Reason.INCREASE and d.rate == 11 * MB
+    assert d.reason is Reason.SLOW_START and d.rate == 20 * MB
     d = t.tick(2000, Observation([*fast(98), 500.0, 500.0], follower_lag_ms=0, copied_bytes=busy(t.rate)))
     assert d.reason is Reason.PRODUCE_LATENCY and d.produce_p99_ms == 500.0
-    assert d.rate == int(11 * MB * DECREASE)
+    assert d.rate == int(20 * MB * DECREASE)
     # It cuts whether or not the copy used its budget: the latency is what counts.
-    d = t.tick(3000, Observation(fast(100, ms=80), copied_bytes=0))
-    assert d.reason is Reason.PRODUCE_LATENCY and d.rate == int(11 * MB * DECREASE * DECREASE)
+    d = t.tick(3000, Observation(fast(100, ms=80), copied_bytes=1))
+    assert d.reason is Reason.PRODUCE_LATENCY and d.rate == int(20 * MB * DECREASE * DECREASE)
+    # With no copy at all the latency has another cause: the rate holds.
+    d = t.tick(4000, Observation(fast(100, ms=80), follower_lag_ms=9_000, copied_bytes=0))
+    assert d.reason is Reason.NOT_LIMITING and d.rate == int(20 * MB * DECREASE * DECREASE)
 
 
 def test_cuts_on_follower_lag_over_target() -> None:
@@ -88,7 +99,7 @@ def test_clamps_to_floor_and_ceiling() -> None:
         d = t.tick(i * 1000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
         assert d.rate == 21 * MB
     for i in range(4, 30):
-        d = t.tick(i * 1000, Observation(fast(ms=1000)))
+        d = t.tick(i * 1000, Observation(fast(ms=1000), copied_bytes=1))
         assert SETTINGS.min_rate <= d.rate <= SETTINGS.max_rate
     assert d.rate == 1 * MB and d.reason is Reason.PRODUCE_LATENCY
 
@@ -107,7 +118,7 @@ def test_a_trickle_of_produces_is_gathered_until_there_are_enough() -> None:
     d = t.tick(1000, Observation(fast(per_tick), follower_lag_ms=0, copied_bytes=busy(t.rate)))
     assert d.reason is Reason.NO_SAMPLES
     d = t.tick(2000, Observation(fast(per_tick), follower_lag_ms=0, copied_bytes=busy(t.rate)))
-    assert d.reason is Reason.INCREASE and d.produce_p99_ms == 5.0
+    assert d.reason is Reason.SLOW_START and d.produce_p99_ms == 5.0
     # One produce a tick never reaches a p99; what was gathered is dropped after MAX_WINDOW_MS.
     for i in range(3, 3 + MAX_WINDOW_MS // 1000 + 2):
         d = t.tick(i * 1000, Observation(fast(1, ms=900), follower_lag_ms=0, copied_bytes=busy(t.rate)))
@@ -121,7 +132,7 @@ def test_holds_while_the_copy_does_not_use_the_rate() -> None:
         d = t.tick(i * 1000, Observation(fast(), follower_lag_ms=0, copied_bytes=copied))
         assert d.reason is Reason.NOT_LIMITING and d.rate == 5 * MB
     d = t.tick(4000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(5 * MB * 0.6)))
-    assert d.reason is Reason.INCREASE
+    assert d.reason is Reason.SLOW_START
 
 
 def test_a_broker_with_nothing_to_protect_does_not_hold_the_copy_back() -> None:
@@ -129,7 +140,7 @@ def test_a_broker_with_nothing_to_protect_does_not_hold_the_copy_back() -> None:
     t = AdaptiveThrottle(SETTINGS, 0)
     for i in range(1, 30):
         d = t.tick(i * 1000, Observation((), follower_lag_ms=None, copied_bytes=busy(t.rate)))
-        assert d.reason is Reason.INCREASE
+        assert d.reason is Reason.SLOW_START
     assert d.rate == SETTINGS.max_rate
 
 

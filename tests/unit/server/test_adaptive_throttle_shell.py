@@ -90,23 +90,24 @@ def test_adaptive_mode_starts_at_the_static_rate_and_follows_its_decisions(tmp_p
     # No copy yet: the rate holds.
     rm.adaptive_tick()
     assert rm.reassignment_throttle().reason is Reason.NOT_LIMITING and rates(rm) == (5 * MB, 5 * MB)
-    # A copy that uses its budget, fast produces: up one step (1 MB/s).
+    # A copy that uses its budget, fast produces, no cut yet: doubled (slow start).
     assert rm.reassignment_leader_limiter is not None
     rm.reassignment_leader_limiter.record(5 * MB, 0)
     for _ in range(MIN_SAMPLES):
         rm.record_produce_latency(time.perf_counter())
     rm.adaptive_tick()
     status = rm.reassignment_throttle()
-    assert status.mode == "adaptive" and status.reason is Reason.INCREASE and status.rate == 6 * MB
+    assert status.mode == "adaptive" and status.reason is Reason.SLOW_START and status.rate == 10 * MB
     assert status.produce_p99_ms is not None and status.produce_p99_ms < 50
-    assert rates(rm) == (6 * MB, 6 * MB)
+    assert rates(rm) == (10 * MB, 10 * MB)
     assert rm.produce_latencies_ms == []  # taken by the tick
-    # Slow produces: cut.
+    # Slow produces while the copy runs: cut.
+    rm.reassignment_leader_limiter.record(1_000, 0)
     for _ in range(MIN_SAMPLES):
         rm.record_produce_latency(time.perf_counter() - 0.2)
     rm.adaptive_tick()
     assert rm.reassignment_throttle().reason is Reason.PRODUCE_LATENCY
-    assert rates(rm) == (int(6 * MB * 0.7), int(6 * MB * 0.7))
+    assert rates(rm) == (int(10 * MB * 0.7), int(10 * MB * 0.7))
     # Back to static: the static rate again, nothing recorded.
     rm.set_reassignment_rate(5 * MB)
     assert rates(rm) == (5 * MB, 5 * MB) and rm.produce_latencies_ms is None
@@ -127,6 +128,8 @@ def test_follower_lag_of_led_partitions_cuts_the_rate(tmp_path: Path) -> None:
         builder.append(0, timestamp=1000, key=None, value=b"x", headers=[])
         rm.append(hosted, bytearray(builder.build()), 1, 30_000)
         await asyncio.sleep(0.01)
+        assert rm.reassignment_leader_limiter is not None
+        rm.reassignment_leader_limiter.record(1_000, 0)  # a copy is running
         rm.adaptive_tick()
         status = rm.reassignment_throttle()
         assert status.reason is Reason.FOLLOWER_LAG and status.follower_lag_ms is not None
