@@ -84,7 +84,7 @@ def plan_input(state: ControllerState, heal: Heal) -> PlanInput:
     brokers = [{"node_id": b, "rack": lb.info.rack} for b, lb in state.live.items()]
     brokers += [{"node_id": b, "rack": None} for b in waiting]
     topics = [{"name": name, "error_code": 0,
-               "partitions": [{"partition_index": p, "replica_nodes": list(a.replicas),
+               "partitions": [{"partition_index": p, "replica_nodes": list(a.target_replicas),
                                "leader_id": st.leader if (st := state.states.get(TopicPartition(name, p))) else -1}
                               for p, a in topic.partitions.items()]}
               for name, topic in state.topics.items() if name not in state.deleting]
@@ -232,8 +232,12 @@ class SelfHealer:
         self._record("AlterPartitionReassignments",
                      [(f"{tp.topic}-{tp.partition} cancel", int(answers.get(tp, ErrorCode.NONE)))
                       for tp in cancel.partitions], f"broker {cancel.broker} is back")
-        log.warning("self-healing: broker %d is back; cancelled the healing moves still copying: %s", cancel.broker,
-                    ", ".join(f"{tp.topic}-{tp.partition}" for tp in cancel.partitions))
+        # A move can complete between the tick that saw it copying and the cancel: NO_REASSIGNMENT_IN_PROGRESS.
+        cancelled = [tp for tp in cancel.partitions if answers.get(tp, ErrorCode.NONE) == ErrorCode.NONE]
+        done = [f"{tp.topic}-{tp.partition}" for tp in cancel.partitions if tp not in cancelled]
+        log.warning("self-healing: broker %d is back; cancelled the healing moves still copying: %s%s", cancel.broker,
+                    ", ".join(f"{tp.topic}-{tp.partition}" for tp in cancelled) or "none",
+                    f" (completed meanwhile: {', '.join(done)})" if done else "")
 
     async def _elect(self, elect: ElectPreferred) -> None:
         await self.request(ev.ElectLeadersRequested(tuple((tp.topic, tp.partition) for tp in elect.partitions)))

@@ -28,13 +28,22 @@ Checks:
 * transactions (the transactional workload, ``chaos_txn_checker``): no aborted value read committed,
   no committed value lost, each transaction all or nothing, no value read twice; and the
   transactional topic's replicas and leader epochs checked as the chaos topic's are.
+* self-healing (when the controller's self-healing was on; its actions are read from the brokers'
+  logs, ``parse_healing_log``): the reassignment check also accepts where a healing move, or its
+  cancel, took a partition after the workload's last request; a partition whose healing move was
+  cancelled when its broker came back ends with that broker among its replicas; no healing move
+  is still copying away from a broker that has been back for a few seconds; and every partition of
+  every topic ends with at least the replication factor's count of replicas.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from chaos_txn_checker import Txn, TxnFinal, check_txns, txn_stats
 
@@ -65,8 +74,9 @@ class Reassignment:
     """
 
     partition: int
-    request: str  # "start", "replace" or "cancel"
+    request: str  # "start", "replace", "cancel", or "self-healing" (a move the workload found and did not start)
     acceptable: tuple[tuple[int, ...], ...]
+    at: float = 0.0  # time.time() when the workload read the state it based the request on
 
 
 @dataclass
@@ -91,6 +101,117 @@ class ChurnFinal:
     partition_dirs: dict[int, list[str]]  # broker -> live (not "-delete") partition directories of the name
 
 
+TopicPart = tuple[str, int]  # (topic, partition), of any topic
+
+
+@dataclass(frozen=True)
+class HealingAction:
+    """One WARNING line of the controller's self-healing (logger ``headwater.self_healing``)."""
+
+    at: float  # the line's time, on time.time()'s scale
+    # "heal" (moves started), "cancel" (a returned broker's moves still copying), "elect", "nothing"
+    # (the planner found no move), "failed" (a tick raised: the ERROR line and its traceback)
+    kind: str
+    broker: int | None = None  # for a cancel: the broker that came back
+    brokers: tuple[int, ...] = ()  # heal, nothing: the brokers gone (or with a failed log dir) it is about
+    moves: tuple[tuple[TopicPart, tuple[int, ...], tuple[int, ...]], ...] = ()  # heal: (partition, old, new)
+    partitions: tuple[TopicPart, ...] = ()  # cancel, elect
+    error: str = ""  # failed: the traceback's last line
+
+
+@dataclass(frozen=True)
+class BrokerReturn:
+    """A broker killed past the self-healing threshold and started again: the moves away from it
+    (partition -> target replicas) still copying when it was started, and ``after_s`` after it
+    registered."""
+
+    broker: int
+    at: float  # time.time() when it was seen registered again
+    copying: dict[TopicPart, tuple[int, ...]]
+    still_copying: dict[TopicPart, tuple[int, ...]]
+    after_s: float
+
+
+_TIMESTAMP = r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
+_HEALING_LINE = re.compile(_TIMESTAMP + r"WARNING .*?self-healing: (?P<what>.*)$")
+_FAILED_TICK = re.compile(_TIMESTAMP + r"ERROR .*self-healing tick failed")
+_MOVE = re.compile(r"(\S+)-(\d+) \[([\d, ]*)\] -> \[([\d, ]*)\]")
+
+
+def _ids_of(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _partitions_of(text: str) -> tuple[TopicPart, ...]:
+    out = []
+    for name in text.split(", "):
+        topic, _, p = name.strip().rpartition("-")
+        if topic and p.isdigit():
+            out.append((topic, int(p)))
+    return tuple(out)
+
+
+def parse_healing_log(text: str) -> list[HealingAction]:
+    """The self-healing actions in a broker's log (``headwater.server.self_healer``'s lines; the
+    timestamps are the broker's local time, as logging's asctime writes it)."""
+    out: list[HealingAction] = []
+    failed: HealingAction | None = None  # its traceback follows, up to the exception's line
+    for line in text.splitlines():
+        if failed is not None:
+            if line.startswith(("Traceback", " ")) or not line:
+                continue
+            if not re.match(_TIMESTAMP, line):
+                out.append(dataclasses.replace(failed, error=line.strip()))
+                failed = None
+                continue
+            out.append(failed)
+            failed = None
+        if "self-healing" not in line:
+            continue
+        if (m := _FAILED_TICK.match(line)) is not None:
+            failed = HealingAction(_time_of(m["ts"]), "failed")
+            continue
+        m = _HEALING_LINE.match(line)
+        if m is None:
+            continue
+        at = _time_of(m["ts"])
+        what = m["what"]
+        if (back := re.match(r"broker (\d+) is back; cancelled the healing moves still copying: (.*?)"
+                              r"(?: \(completed meanwhile: .*\))?$", what)):
+            out.append(HealingAction(at, "cancel", int(back[1]), partitions=_partitions_of(back[2])))
+        elif (done := re.match(r"moves completed; preferred leaders elected for (.*)", what)):
+            out.append(HealingAction(at, "elect", partitions=_partitions_of(done[1])))
+        elif re.match(r"broker .*; started \d+ moves", what):
+            moves = _MOVE.findall(what.split(" moves", 1)[1])
+            out.append(HealingAction(at, "heal", brokers=_about(what), moves=tuple(
+                ((t, int(p)), _ids_of(old), _ids_of(new)) for t, p, old, new in moves)))
+        elif "the planner found no move" in what:
+            out.append(HealingAction(at, "nothing", brokers=_about(what)))
+    if failed is not None:
+        out.append(failed)
+    return out
+
+
+def _about(what: str) -> tuple[int, ...]:
+    """The brokers a heal names: ``broker 3 (gone 4 s), 5 (gone 9 s); ...`` or ``broker 2 (3 replicas
+    in a failed log dir for 4 s); ...``."""
+    return tuple(int(b) for b in re.findall(r"(\d+) \((?:gone|\d+ replicas in a failed log dir)", what.split(";")[0]))
+
+
+def _time_of(stamp: str) -> float:
+    return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def healing_stats(actions: list[HealingAction], returns: list[BrokerReturn]) -> dict[str, int]:
+    heals = [a for a in actions if a.kind == "heal"]
+    cancels = [a for a in actions if a.kind == "cancel"]
+    return dict(heals=len(heals), heal_moves=sum(len(a.moves) for a in heals), cancels=len(cancels),
+                cancelled_moves=sum(len(a.partitions) for a in cancels),
+                elections=sum(1 for a in actions if a.kind == "elect"),
+                failed_ticks=sum(1 for a in actions if a.kind == "failed"),
+                returns_mid_heal=sum(1 for r in returns if r.copying))
+
+
 @dataclass
 class History:
     seed: int
@@ -106,6 +227,9 @@ class History:
     acked_at: dict[int, float] = field(default_factory=dict)  # seq -> time.monotonic() when its acknowledgement came
     churn: dict[str, list[Incarnation]] = field(default_factory=dict)  # topic name -> its incarnations in order
     txns: list[Txn] = field(default_factory=list)  # the transactional workload's, in the order they ran
+    topic: str = "chaos"  # the producer's (and the reassignment workload's) topic
+    healing: list[HealingAction] | None = None  # None: self-healing was off
+    returns: list[BrokerReturn] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -132,6 +256,9 @@ class FinalState:
     ongoing: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # p -> (adding, removing)
     churn: dict[str, ChurnFinal] = field(default_factory=dict)  # churn topic name -> its final state
     txn: TxnFinal | None = None  # the transactional topic, when the transactional workload ran
+    # Every topic's final replicas (read with self-healing on, which moves any topic's partitions)
+    topics: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    replication_factor: int = 3  # of every topic the run creates (and of the internal ones)
 
 
 @dataclass
@@ -154,7 +281,12 @@ class Verdict:
                 + (f", {s['churn_incarnations']} churn topic incarnations" if s.get("churn_incarnations") else "")
                 + (f", {s['txns']} transactions ({s['txns_committed']} committed, {s['txns_aborted']} aborted, "
                    f"{s['txns_unknown']} unknown; {s['txn_read_committed']} values read committed)"
-                   if s.get("txns") else ""))
+                   if s.get("txns") else "")
+                + (f", self-healing: {s['heals']} heals ({s['heal_moves']} moves), {s['cancels']} cancels "
+                   f"({s['cancelled_moves']} moves), {s['elections']} elections"
+                   + (f", {s['returns_mid_heal']} brokers back mid-heal" if s["returns_mid_heal"] else "")
+                   + (f", {s['failed_ticks']} failed ticks" if s["failed_ticks"] else "")
+                   if "heals" in s else ""))
         if self.ok:
             return f"{head}\n  OK: no violation"
         lines = [head, f"  VIOLATIONS ({sum(len(v) for v in self.violations.values())}):"]
@@ -222,6 +354,8 @@ def check(history: History, final: FinalState) -> Verdict:
     _check_epochs(history, final, v)
     _check_reassignments(history, final, v)
     _check_churn(history, final, v)
+    if history.healing is not None:
+        _check_healing(history, final, v)
     if final.txn is not None:
         check_txns(history.txns, final.txn, v)
         _check_txn_replicas(final.txn, v)
@@ -232,7 +366,8 @@ def check(history: History, final: FinalState) -> Verdict:
                  consumed=sum(len(r) for r in final.consumed.values()), replicas=replicas, batches_compared=compared,
                  reassignments=len(history.reassignments),
                  churn_incarnations=sum(len(x) for x in history.churn.values()),
-                 **txn_stats(history.txns, final.txn))
+                 **txn_stats(history.txns, final.txn),
+                 **(healing_stats(history.healing, history.returns) if history.healing is not None else {}))
     return Verdict(history.seed, history.nemesis, {k: list(x) for k, x in v.items() if x}, stats)
 
 
@@ -332,17 +467,80 @@ def _check_log_epochs(replicas: dict[int, dict[int, ReplicaLog]], v: dict[str, l
                                        f"{y.base_offset}-{y.last_offset} crc {y.crc:08x} (two leaders in one epoch)")
 
 
+# A healing action logged this long before the workload read the state may still be missing from
+# what it read (the controller answers, then the line is written; the clocks are the same machine's).
+HEALING_SLACK_S = 0.5
+
+
+def _healing_sets(actions: list[HealingAction], tp: TopicPart, since: float) -> list[tuple[int, ...]]:
+    """The replica sets the self-healing actions on ``tp`` logged after ``since`` may have left it at:
+    a heal's target or (not yet copied, then cancelled) its original set; a cancel's original set."""
+    out: list[tuple[int, ...]] = []
+    original: tuple[int, ...] | None = None
+    for a in sorted(actions, key=lambda a: a.at):
+        for moved, old, new in a.moves:
+            if moved == tp:
+                original = old
+                if a.at >= since:
+                    out += [new, old]
+        if a.kind == "cancel" and tp in a.partitions and original is not None and a.at >= since:
+            out.append(original)
+    return out
+
+
 def _check_reassignments(history: History, final: FinalState, v: dict[str, list[str]]) -> None:
     for p, r in sorted(history.reassignments.items()):
         got = final.assignment.get(p)
-        ok_sets = {frozenset(s) for s in r.acceptable}
+        acceptable = list(r.acceptable)
+        if history.healing:
+            acceptable += _healing_sets(history.healing, (history.topic, p), r.at - HEALING_SLACK_S)
+        acceptable = list(dict.fromkeys(acceptable))
+        ok_sets = {frozenset(s) for s in acceptable}
         if got is None or frozenset(got) not in ok_sets:
             v["reassignment"].append(f"partition {p}: after {r.request}, replicas are {list(got or ())}, expected one of "
-                                     + " or ".join(str(list(s)) for s in r.acceptable))
+                                     + " or ".join(str(list(s)) for s in acceptable))
     for p, (adding, removing) in sorted(final.ongoing.items()):
         if adding or removing:
             v["reassignment"].append(f"partition {p}: still reassigning at the end (adding {list(adding)}, "
                                      f"removing {list(removing)})")
+
+
+def _check_healing(history: History, final: FinalState, v: dict[str, list[str]]) -> None:
+    actions = sorted(history.healing or [], key=lambda a: a.at)
+    assignments = {**final.topics, history.topic: final.assignment}
+
+    def touched_after(tp: TopicPart, at: float) -> bool:
+        """Something else may have moved ``tp`` after ``at``: a later heal, or the workload."""
+        if any(a.at > at and any(moved == tp for moved, _old, _new in a.moves) for a in actions):
+            return True
+        r = history.reassignments.get(tp[1]) if tp[0] == history.topic else None
+        return r is not None and r.at >= at - HEALING_SLACK_S
+
+    def name(tp: TopicPart) -> str:
+        return f"{tp[0]}-{tp[1]}"
+
+    # The churn workload deletes and recreates its topics: a name's final replicas may be a later
+    # incarnation's.
+    for cancel in (a for a in actions if a.kind == "cancel"):
+        for tp in cancel.partitions:
+            got = assignments.get(tp[0], {}).get(tp[1])
+            if got is None or tp[0] in history.churn or touched_after(tp, cancel.at):
+                continue
+            if cancel.broker not in got:
+                v["self-healing"].append(f"{name(tp)}: its healing move was cancelled when broker {cancel.broker} came "
+                                         f"back, yet it ended at {list(got)}, without that broker's replica")
+    for back in history.returns:
+        for tp, target in sorted(back.still_copying.items()):
+            healing = any(moved == tp and set(new) == set(target) for a in actions if a.at <= back.at
+                          for moved, _old, new in a.moves)
+            if healing and not touched_after(tp, back.at):
+                v["self-healing"].append(f"{name(tp)}: still moving away from broker {back.broker} to {list(target)} "
+                                         f"{back.after_s:.0f} s after it came back (a healing move not cancelled)")
+    for topic, partitions in sorted(final.topics.items()):
+        for p, replicas in sorted(partitions.items()):
+            if len(set(replicas)) < final.replication_factor:
+                v["replication"].append(f"{topic}-{p} ends with {len(set(replicas))} replicas {list(replicas)}, "
+                                        f"fewer than {final.replication_factor}")
 
 
 def _check_churn(history: History, final: FinalState, v: dict[str, list[str]]) -> None:

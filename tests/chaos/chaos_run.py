@@ -21,7 +21,17 @@ Nemeses (``NEMESES``), each applied for a few seconds per round, then healed:
   there fail with ENOSPC, the broker takes that dir offline and the controller moves those
   partitions' leadership away; healed by freeing the space and restarting the broker (a failed dir
   stays offline until a restart, as in Kafka);
-* ``mixed``: each round one of the above, chosen by the seed.
+* ``kill-heal`` (``HEAL_NEMESIS``, not one of ``NEMESES``): kill -9 of the leader for longer than the
+  self-healing threshold, with a reassignment throttle that keeps the healing copies slow; restarted
+  once the controller has started moving its replicas away, so that it returns while (some of) the
+  moves still copy and self-healing cancels them;
+* ``mixed``: each round one of the seven above, chosen by the seed, and one round (also chosen by
+  the seed) ``kill-heal``.
+
+``mixed`` and ``kill-heal`` run with the controller's self-healing on (``HEALING_THRESHOLD_MS``),
+four brokers so that a heal has somewhere to go, and check what it did (``chaos_checker``). Its
+threshold is short enough that the other faults heal too when they keep a broker unregistered long
+enough (a long pause, ZooKeeper cut off, a long kill), with no throttle: those moves complete at once.
 
 With ``controller_share`` (``make chaos`` uses 0.3) that share of the leader-aimed faults hits the
 active controller instead.
@@ -39,11 +49,12 @@ import os
 import random
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chaos_checker import ChurnFinal, FinalState, History, Verdict, check
+from chaos_checker import BrokerReturn, ChurnFinal, FinalState, HealingAction, History, Verdict, check
 from chaos_hosts import ZK_NODE, ChaosCluster, broker_node, fill_disk, start_chaos_cluster
 from chaos_txn_checker import TxnFinal
 from chaos_workload import (
@@ -52,8 +63,12 @@ from chaos_workload import (
     ProducerWorkload,
     ReassignmentWorkload,
     TransactionalWorkload,
+    all_assignments,
+    alter_broker_defaults,
     churn_dirs,
     consume_all,
+    moves_in_flight,
+    read_healing,
     read_isolated,
     read_replica_logs,
     wait_stable,
@@ -61,6 +76,7 @@ from chaos_workload import (
 from cluster_support import wait_for
 
 NEMESES = ("leader-followers", "leader-zk", "one-way", "pause", "loss", "kill", "disk-full")
+HEAL_NEMESIS = "kill-heal"  # in mixed's rotation, and on its own by name
 SMALL_DISK_KIB = 32 * 1024  # each broker's tmpfs log dir, for disk-full (and mixed)
 TOPIC = "chaos"
 TXN_TOPIC = "chaos-txn"  # the transactional workload's
@@ -75,6 +91,18 @@ CHAOS_PROPS = {
     # 50, for a quick start on a small machine; one of them coordinates the workload's id anyway.
     "transaction.state.log.num.partitions": "5",
 }
+# Self-healing (mixed, kill-heal): a broker unregistered this long has its replicas moved away. The
+# controller notices a kill when the session expires (4 s), so a heal starts ~8 s after a kill.
+HEALING_THRESHOLD_MS = 3000
+# reassignment.throttled.rate during kill-heal, bytes/s per broker and direction. A copy's first fetch
+# may take a whole partition (the limiter lets one answer through, then makes its bytes a debt), so
+# per broker the first move or two complete at once and the others wait for the debt, tens of KB at
+# least (a chaos partition grows ~5 KB/s): seconds longer than a killed broker takes to come back.
+HEAL_THROTTLE_BPS = 5_000
+HEAL_START_TIMEOUT_S = 40.0  # from the kill: session expiry, a new controller perhaps, the threshold, planning
+# How long a returned broker's healing moves may still copy: the self-healer ticks every second
+# (and waits for a plan in progress first).
+HEAL_CANCEL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -92,11 +120,14 @@ class Scenario:
     churn: bool = False  # the topic create/delete workload
     txn: bool = False  # the transactional workload
 
+    @property
+    def self_healing(self) -> bool:
+        return self.nemesis in ("mixed", HEAL_NEMESIS)
 
     @property
     def brokers(self) -> int:
-        # Reassignments need somewhere to move to: 4 brokers for replication factor 3.
-        return 4 if self.reassign else 3
+        # Reassignments and heals need somewhere to move to: 4 brokers for replication factor 3.
+        return 4 if self.reassign or self.self_healing else 3
 
 
 @dataclass
@@ -128,12 +159,24 @@ class Outcome:
         churn = [e for e in self.history.events if e.startswith("churn")]
         if churn:
             lines.append(f"  churn workload: {len(churn)} steps, e.g. {churn[:3]}")
+        if self.history.healing is not None:
+            acted = [a for a in self.history.healing if a.kind in ("heal", "cancel")]
+            lines.append("  self-healing: " + ("; ".join(_describe(a) for a in acted) if acted else "never acted"))
+            errors = Counter(a.error for a in self.history.healing if a.kind == "failed")
+            lines += [f"  self-healing tick failed {n} times: {error}" for error, n in errors.most_common(3)]
         if self.history.txns:
             txn = [e for e in self.history.events if e.startswith("txn")]
             producers = max(t.producer for t in self.history.txns)
             lines.append(f"  transactional workload: {len(self.history.txns)} transactions, {producers} producer(s), "
                          f"{len(txn)} errors and retries" + (f", e.g. {txn[:3]}" if txn else ""))
         return "\n".join(lines)
+
+
+def _describe(action: HealingAction) -> str:
+    when = time.strftime("%H:%M:%S", time.localtime(action.at))
+    if action.kind == "heal":
+        return f"{when} moved {len(action.moves)} partitions"
+    return f"{when} broker {action.broker} back, {len(action.partitions)} moves cancelled"
 
 
 @dataclass(frozen=True)
@@ -197,6 +240,9 @@ class Nemesis:
         # (partition the fault aimed at, its acknowledgements SETTLE_S into the fault, when it healed)
         self.windows: list[tuple[int, int, int]] = []
         self.faults: list[Fault] = []
+        self.liveness: list[str] = []
+        self.rounds_done = 0
+        self.heal_round = -1  # mixed: the round that is kill-heal
 
     def log(self, what: str) -> None:
         self.history.events.append(f"{time.monotonic() - self.t0:5.1f} s {what}")
@@ -222,7 +268,7 @@ class Nemesis:
         """Apply one fault chosen by the seed; return what heals it."""
         kind, box = self.scenario.nemesis, self.cluster.sandbox
         if kind == "mixed":
-            kind = self.rng.choice(NEMESES)
+            kind = HEAL_NEMESIS if self.rounds_done == self.heal_round else self.rng.choice(NEMESES)
         partition = self.target_partition = self.rng.randrange(self.scenario.partitions)
         if kind == "loss":
             victim = self.rng.choice(sorted(self.cluster.brokers))
@@ -291,14 +337,68 @@ class Nemesis:
                 self.cluster.restart(leader)
 
             return restart
-        raise ValueError(f"unknown nemesis {kind!r}; known: {', '.join(NEMESES)}, mixed")
+        if kind == HEAL_NEMESIS:
+            return self.kill_past_threshold(leader, role)
+        raise ValueError(f"unknown nemesis {kind!r}; known: {', '.join(NEMESES)}, mixed, {HEAL_NEMESIS}")
+
+    def kill_past_threshold(self, victim: int, role: str) -> Callable[[], None]:
+        """kill -9, and the restart once self-healing has started moving the victim's replicas away,
+        under a throttle that keeps the big copies going: the broker returns mid-heal."""
+        delay_s = self.rng.uniform(0.0, 2.0)  # after the heal starts; drawn here, whatever happens later
+        alter_broker_defaults(self.cluster.bootstrap, {"reassignment.throttled.rate": str(HEAL_THROTTLE_BPS)})
+        logs = [b.log_path for b in self.cluster.brokers.values()]
+        killed_at = time.time()
+        self.cluster.brokers[victim].kill9()
+        self.log(f"kill -9 broker {victim} ({role}) until self-healing moves its replicas, "
+                 f"reassignment.throttled.rate={HEAL_THROTTLE_BPS}")
+
+        def decided() -> list[HealingAction]:
+            """Self-healing's plans for the victim since the kill: moves started, or none found."""
+            return [a for a in read_healing(logs) if a.kind in ("heal", "nothing") and a.at >= killed_at
+                    and victim in a.brokers]
+
+        def restart() -> None:
+            try:
+                deadline = killed_at + HEAL_START_TIMEOUT_S
+                while not decided() and time.time() < deadline:
+                    time.sleep(0.5)
+                started = [a for a in decided() if a.kind == "heal"]
+                if started:
+                    self.log(f"self-healing started {sum(len(a.moves) for a in started)} moves "
+                             f"{time.time() - killed_at:.1f} s after the kill; restart in {delay_s:.1f} s")
+                    time.sleep(delay_s)
+                else:
+                    self.log(f"no healing move {time.time() - killed_at:.0f} s after the kill")
+                zk = self.cluster.kazoo
+
+                def away() -> dict[tuple[str, int], tuple[int, ...]]:
+                    return {tp: tuple(r for r in replicas if r not in removing)
+                            for tp, (replicas, _adding, removing) in moves_in_flight(zk).items() if victim in removing}
+
+                copying = away()
+                self.cluster.restart(victim)
+                self.log(f"restart broker {victim}; {len(copying)} moves away from it were copying")
+                wait_for(lambda: zk.exists(f"/brokers/ids/{victim}"), 60, f"broker {victim} registered again")
+                back_at = time.time()
+                time.sleep(HEAL_CANCEL_S)
+                self.history.returns.append(BrokerReturn(victim, back_at, copying, away(), HEAL_CANCEL_S))
+            finally:
+                try:
+                    alter_broker_defaults(self.cluster.bootstrap, delete=("reassignment.throttled.rate",))
+                except Exception as exc:
+                    self.liveness.append(f"could not delete reassignment.throttled.rate: {exc}")
+
+        return restart
 
     def acked_on(self, partition: int) -> int:
         return sum(1 for a in list(self.history.acks) if a.partition == partition)
 
     def run(self, producer: ProducerWorkload) -> list[str]:
-        liveness: list[str] = []
+        liveness = self.liveness
+        if self.scenario.nemesis == "mixed" and self.scenario.self_healing:
+            self.heal_round = self.rng.randrange(self.scenario.rounds)
         for round_no in range(self.scenario.rounds):
+            self.rounds_done = round_no
             heal = self.inject()
             # The window counts from when the fault is in place: nft rules go into several namespaces
             # one after the other (tens of ms), and records sent meanwhile are not held up by it.
@@ -357,6 +457,10 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
             cluster.create_topic(TXN_TOPIC, scenario.partitions, 3)
             topics.append(TXN_TOPIC)
         cluster.wait_full_isr(topics, scenario.partitions, timeout_s=30)
+        if scenario.self_healing:
+            alter_broker_defaults(cluster.bootstrap, {"self.healing.enable": "true",
+                                                      "self.healing.broker.failure.threshold.ms": str(HEALING_THRESHOLD_MS)})
+            history.healing = []
         assert cluster.zk is not None
         watcher = LeaderWatcher(cluster.zk.connect, TOPIC, scenario.partitions, history).start()
         bootstrap = cluster.bootstrap
@@ -373,7 +477,7 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
                 liveness.append("no acknowledgement within 30 s of the start, before any fault")
             if scenario.reassign:
                 reassigner = ReassignmentWorkload(bootstrap, TOPIC, sorted(cluster.brokers), history,
-                                                  random.Random(rng.random())).start()
+                                                  random.Random(rng.random()), others_move=scenario.self_healing).start()
             if scenario.churn:
                 # Its own generator, so that turning it on leaves the nemesis schedule as it was.
                 churner = ChurnWorkload(bootstrap, cluster.zk.connect, history,
@@ -387,10 +491,13 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
                     liveness.append("no transaction committed within 60 s of the start, before any fault")
             liveness += nemesis.run(producer)
             progress(f"faults done, {producer.acked} acknowledged")
-            if reassigner is not None:
-                reassigner.stop()
-                if not _wait_no_reassignment(cluster, 90):
+            if reassigner is not None or scenario.self_healing:
+                if reassigner is not None:
+                    reassigner.stop()
+                # Healing moves too, of any topic: the final reads want every partition settled.
+                if not _wait_no_reassignment(cluster, 90, every_topic=scenario.self_healing):
                     liveness.append("reassignments still running 90 s after the workload stopped")
+            if reassigner is not None:
                 error = reassigner.clear_throttles()
                 if error:
                     liveness.append(f"could not clear the reassignment throttles: {error}")
@@ -421,6 +528,14 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
                 liveness.append(str(exc))
             consumed, hw = consume_all(cluster.bootstrap, TOPIC, scenario.partitions)
             assignment, ongoing = topic_assignment(cluster)
+            every_topic: dict[str, dict[int, tuple[int, ...]]] = {}
+            if scenario.self_healing:
+                # Off before the brokers stop, so that the stopping ones are not healed.
+                try:
+                    alter_broker_defaults(cluster.bootstrap, delete=("self.healing.enable",))
+                except Exception as exc:
+                    liveness.append(f"could not turn self-healing off: {exc}")
+                every_topic = all_assignments(cluster.kazoo)
             if txn is not None:
                 txn_final = _read_txn_topic(cluster, scenario.partitions, liveness)
         finally:
@@ -439,7 +554,9 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
     if txn_final is not None:
         txn_final.replicas = read_replica_logs({b: cluster.log_dirs(b) for b in cluster.brokers}, TXN_TOPIC,
                                                scenario.partitions)
-    final = FinalState(consumed, hw, assignment, replicas, ongoing, churn_final, txn_final)
+    if history.healing is not None:
+        history.healing = read_healing([b.log_path for b in cluster.brokers.values()])
+    final = FinalState(consumed, hw, assignment, replicas, ongoing, churn_final, txn_final, every_topic)
     return Outcome(check(history, final), history, final, liveness, nemesis.windows, nemesis.faults)
 
 
@@ -459,11 +576,11 @@ def _read_txn_topic(cluster: ChaosCluster, partitions: int, liveness: list[str])
     return TxnFinal(committed, uncommitted, hw, assignment)
 
 
-def _wait_no_reassignment(cluster: ChaosCluster, timeout_s: float) -> bool:
+def _wait_no_reassignment(cluster: ChaosCluster, timeout_s: float, every_topic: bool = False) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            if not topic_assignment(cluster)[1]:
+            if not (moves_in_flight(cluster.kazoo) if every_topic else topic_assignment(cluster)[1]):
                 return True
         except Exception:  # the znode is read through kazoo; a hiccup is retried
             pass

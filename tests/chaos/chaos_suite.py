@@ -4,7 +4,8 @@ workloads, outside CI.
 Environment:
   CHAOS_SEEDS     how many seeds (``20`` = 1..20), a range (``5-9``) or a list (``3,7,9``); default 5
   CHAOS_SEED      one seed (wins over CHAOS_SEEDS)
-  CHAOS_NEMESES   comma-separated nemeses (chaos_run.NEMESES, or ``mixed``); default all seven, then mixed
+  CHAOS_NEMESES   comma-separated nemeses (chaos_run.NEMESES, ``mixed``, or ``kill-heal``); default all seven,
+                  then mixed (which runs with self-healing on and includes kill-heal)
   CHAOS_REASSIGN  ``0`` to run without the reassignment workload; default on
   CHAOS_ROUNDS    faults per run; default 3
   CHAOS_CHURN     ``0`` to run without the topic create/delete workload; default on
@@ -15,7 +16,8 @@ Environment:
 ``kill -USR1 <pid>`` prints every thread's stack (a run that seems stuck); SIGTERM or Ctrl-C stops
 the brokers, ZooKeeper and the namespaces before exiting.
 
-Prints one verdict per run and a summary (with each nemesis's unavailability p50/p99); exits 1 if any run found a violation. The data directory
+Prints one verdict per run and a summary (with each nemesis's unavailability p50/p99, and how many
+self-healing runs saw a heal and a cancel); exits 1 if any run found a violation. The data directory
 (broker and ZooKeeper logs, segment files) of a failing run is kept and named in its verdict.
 """
 
@@ -33,7 +35,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "integration" / "cluster"))
 
-from chaos_run import NEMESES, Scenario, run_scenario, summarize_windows
+from chaos_run import HEAL_NEMESIS, NEMESES, Scenario, run_scenario, summarize_windows
 
 
 def parse_seeds(env: dict[str, str]) -> list[int]:
@@ -61,9 +63,9 @@ def main() -> int:
         return 2
     seeds = parse_seeds(dict(os.environ))
     nemeses = [n.strip() for n in os.environ.get("CHAOS_NEMESES", ",".join([*NEMESES, "mixed"])).split(",") if n.strip()]
-    unknown = set(nemeses) - {*NEMESES, "mixed"}
+    unknown = set(nemeses) - {*NEMESES, "mixed", HEAL_NEMESIS}
     if unknown:
-        print(f"unknown nemeses {sorted(unknown)}; known: {', '.join(NEMESES)}, mixed", file=sys.stderr)
+        print(f"unknown nemeses {sorted(unknown)}; known: {', '.join(NEMESES)}, mixed, {HEAL_NEMESIS}", file=sys.stderr)
         return 2
     reassign = os.environ.get("CHAOS_REASSIGN", "1") != "0"
     rounds = int(os.environ.get("CHAOS_ROUNDS", "3"))
@@ -73,6 +75,7 @@ def main() -> int:
     failed: list[str] = []
     windows: list[dict[str, object]] = []
     runs = 0
+    healing_runs: list[dict[str, int]] = []  # the self-healing counts of each run that had it on
     for seed in seeds:
         for nemesis in nemeses:
             data_dir = Path(tempfile.mkdtemp(prefix=f"hwchaos-{nemesis}-{seed}-"))
@@ -88,11 +91,15 @@ def main() -> int:
             runs += 1
             faults = outcome.unavailability()
             windows += faults
+            healing: dict[str, int] = {k: outcome.verdict.stats[k] for k in ("heals", "heal_moves", "cancels", "cancelled_moves",
+                                                             "elections", "failed_ticks", "returns_mid_heal") if k in outcome.verdict.stats}
+            if healing:
+                healing_runs.append(healing)
             if json_path:
                 with open(json_path, "a") as f:
                     f.write(json.dumps({"nemesis": nemesis, "seed": seed, "ok": outcome.ok,
                                         "violations": outcome.verdict.violations, "liveness": outcome.liveness,
-                                        "faults": faults}) + "\n")
+                                        "faults": faults, **({"healing": healing} if healing else {})}) + "\n")
             print(outcome.report(), flush=True)
             print("  unavailability: " + ", ".join(
                 f"{f['nemesis']} on p{f['partitions']} {f['window_ms']} ms" for f in faults), flush=True)
@@ -107,6 +114,10 @@ def main() -> int:
           f"{' with ' + ', '.join(workloads) if workloads else ''}: {len(failed)} failed")
     for f in failed:
         print(f"  FAILED {f}")
+    if healing_runs:
+        print(f"  self-healing on in {len(healing_runs)} runs: a heal in {sum(1 for h in healing_runs if h['heals'])}, "
+              f"a cancel in {sum(1 for h in healing_runs if h['cancels'])}, a broker back mid-heal in "
+              f"{sum(1 for h in healing_runs if h['returns_mid_heal'])}")
     for kind, row in summarize_windows(windows).items():
         print(f"  unavailability {kind}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms over {row['faults']} faults")
     return 1 if failed else 0

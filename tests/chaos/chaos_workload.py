@@ -16,6 +16,10 @@
   each transaction's values and outcome (committed, aborted or unknown).
 * ``LeaderWatcher``: polls each partition's state znode and records (partition, leader epoch, leader).
 
+For self-healing: ``alter_broker_defaults`` (cluster-wide dynamic broker configs), ``moves_in_flight``
+and ``all_assignments`` (every topic's, from ZooKeeper), ``read_healing`` (the controller's actions,
+from the brokers' logs).
+
 And the final reads: ``consume_all`` (a consumer from offset 0 to the high watermark),
 ``read_isolated`` (the transactional topic, read_committed or read_uncommitted) and
 ``read_replica_logs`` (batch headers straight from the segment files, after the brokers stopped).
@@ -37,20 +41,24 @@ from chaos_checker import (
     Ack,
     BatchInfo,
     ChurnFinal,
+    HealingAction,
     History,
     Incarnation,
     Reassignment,
     ReplicaLog,
+    parse_healing_log,
 )
 from chaos_txn_checker import Txn
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from kafka.protocol.admin import DeleteTopicsRequest
+from kafka.protocol.admin import DeleteTopicsRequest, IncrementalAlterConfigsRequest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from headwater.admin.client import AdminClient
 from headwater.admin.reassign import (
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_REPLICAS,
+    OP_DELETE,
     OP_SET,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -284,8 +292,11 @@ class ReassignmentWorkload:
     """
 
     def __init__(self, bootstrap: str, topic: str, broker_ids: list[int], history: History, rng: random.Random,
-                 interval_s: tuple[float, float] = (1.5, 3.0)) -> None:
+                 interval_s: tuple[float, float] = (1.5, 3.0), others_move: bool = False) -> None:
         self.bootstrap = bootstrap
+        # Someone else starts moves too (the controller's self-healing): a move whose target is none
+        # the workload asked for is theirs, and the partition's chain starts again from it.
+        self.others_move = others_move
         self.topic = topic
         self.broker_ids = broker_ids
         self.history = history
@@ -317,10 +328,13 @@ class ReassignmentWorkload:
     def _step(self, p: int, roll: float) -> None:
         with AdminClient(self.bootstrap, timeout_s=5) as client:
             cluster = Cluster(client)
+            at = time.time()
             moving = cluster.ongoing()
             if self.throttled and not moving:
                 self._clear(cluster)
             ongoing = moving.get((self.topic, p))
+            if ongoing is not None and self.others_move:
+                self._adopt(p, ongoing, at)
             throttle = -1
             if ongoing is None:
                 assignments = cluster.assignments([self.topic])
@@ -350,16 +364,27 @@ class ReassignmentWorkload:
                 errors = cluster.alter({(self.topic, p): list(target) if target is not None else None})
             except Exception:
                 # No answer: either outcome is possible.
-                self.history.reassignments[p] = Reassignment(p, request, tuple(dict.fromkeys(before + after)))
+                self.history.reassignments[p] = Reassignment(p, request, tuple(dict.fromkeys(before + after)), at)
                 raise
             code, message = errors[(self.topic, p)]
             self.history.events.append(f"reassign p{p} {request} {list(target) if target else ''}"
                                        f"{f' throttled {throttle} B/s' if throttle >= 0 else ''}: "
                                        f"{'ok' if code == 0 else f'error {code} {message}'}")
             if code == 0:
-                self.history.reassignments[p] = Reassignment(p, request, after)
+                self.history.reassignments[p] = Reassignment(p, request, after, at)
             elif target is not None:
                 chain.pop()
+
+    def _adopt(self, p: int, ongoing: Any, at: float) -> None:
+        """A move of ``p`` whose target the workload never asked for since the partition last stood
+        still: someone else's. It ends at its target, or back at its original set if cancelled."""
+        target = tuple(r for r in ongoing.replicas if r not in ongoing.removing)
+        if any(set(t) == set(target) for t in self._chains.get(p, [])[1:]):
+            return
+        original = tuple(r for r in ongoing.replicas if r not in ongoing.adding)
+        self._chains[p] = [original, target]
+        self.history.reassignments[p] = Reassignment(p, "self-healing", (target, original), at)
+        self.history.events.append(f"reassign p{p}: found a move it did not start, {list(original)} -> {list(target)}")
 
     def _throttle(self, cluster: Cluster, moving: dict[tuple[str, int], Any], assignments: dict[tuple[str, int], list[int]],
                   tp: tuple[str, int], target: tuple[int, ...], rate: int) -> None:
@@ -825,3 +850,66 @@ def wait_stable(bootstrap: str, topic: str, partitions: int, timeout_s: float) -
                 raise RuntimeError(f"could not read the ends of {topic}: {error}")
             return open_
         time.sleep(0.5)
+
+
+def alter_broker_defaults(bootstrap: str, add: dict[str, str] | None = None, delete: tuple[str, ...] = (),
+                          attempts: int = 5) -> None:
+    """Set and delete cluster-wide dynamic broker configs (``/config/brokers/<default>``), as
+    ``headwater configs --entity-type brokers --entity-default --alter`` does; a broker that has just
+    lost its controller or its neighbour may refuse once, so a few attempts."""
+    A = IncrementalAlterConfigsRequest.AlterConfigsResource
+    ops = [A.AlterableConfig(name=k, config_operation=OP_SET, value=v) for k, v in (add or {}).items()]
+    ops += [A.AlterableConfig(name=k, config_operation=OP_DELETE, value=None) for k in delete]
+    for attempt in range(attempts):
+        try:
+            with AdminClient(bootstrap, timeout_s=10) as client:
+                resp = client.send(IncrementalAlterConfigsRequest, dict(
+                    resources=[A(resource_type=RESOURCE_BROKER, resource_name="", configs=ops)], validate_only=False))
+            result = resp.responses[0]
+            if result.error_code:
+                raise RuntimeError(f"{ErrorCode(result.error_code).name}: {result.error_message}")
+            return
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(2)
+
+
+def moves_in_flight(kazoo: KazooClient) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """Every partition of every topic with a reassignment in flight, from the topic znodes (KIP-455):
+    (topic, partition) -> (replicas, adding, removing)."""
+    out = {}
+    for topic in kazoo.get_children("/brokers/topics"):
+        try:
+            data, _stat = kazoo.get(f"/brokers/topics/{topic}")
+        except NoNodeError:  # deleted meanwhile
+            continue
+        doc = json.loads(data)
+        adding, removing = doc.get("adding_replicas") or {}, doc.get("removing_replicas") or {}
+        for p in set(adding) | set(removing):
+            if adding.get(p) or removing.get(p):
+                out[(topic, int(p))] = (tuple(doc["partitions"].get(p, ())), tuple(adding.get(p, ())),
+                                        tuple(removing.get(p, ())))
+    return out
+
+
+def all_assignments(kazoo: KazooClient) -> dict[str, dict[int, tuple[int, ...]]]:
+    """Every topic's replicas, from ZooKeeper."""
+    out = {}
+    for topic in kazoo.get_children("/brokers/topics"):
+        try:
+            data, _stat = kazoo.get(f"/brokers/topics/{topic}")
+        except NoNodeError:
+            continue
+        out[topic] = {int(p): tuple(r) for p, r in json.loads(data)["partitions"].items()}
+    return out
+
+
+def read_healing(log_paths: list[Path]) -> list[HealingAction]:
+    """The controller's self-healing actions, from every broker's log (any of them may have been the
+    controller), in time order."""
+    actions = []
+    for path in log_paths:
+        with contextlib.suppress(OSError):
+            actions += parse_healing_log(path.read_text(errors="replace"))
+    return sorted(actions, key=lambda a: a.at)

@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from chaos_checker import UNKNOWN_OFFSET, Ack, BatchInfo, FinalState, History, Reassignment, ReplicaLog, check
+from chaos_checker import (
+    UNKNOWN_OFFSET,
+    Ack,
+    BatchInfo,
+    BrokerReturn,
+    FinalState,
+    History,
+    Reassignment,
+    ReplicaLog,
+    check,
+    parse_healing_log,
+)
 
 PARTITIONS = 2
 PER_PARTITION = 6  # messages per partition, one batch of two records each
@@ -167,3 +178,84 @@ def test_acknowledgement_without_an_offset_needs_the_message_in_its_partition() 
     verdict = check(h, f)
     assert set(verdict.violations) == {"lost"}, str(verdict)
     assert "message 0 acknowledged on partition 0 (offset not reported) is not in that partition" in str(verdict)
+
+
+HEALING_LOG = """\
+2026-11-26 17:00:01,250 INFO [broker 11] headwater.controller: something else
+2026-11-26 17:00:01,500 ERROR [broker 11] headwater.self_healing: controller 11: self-healing tick failed
+Traceback (most recent call last):
+  File "headwater/planner/snapshot.py", line 375, in check_rf_feasible
+    raise PlannerError(
+headwater.planner.errors.PlannerError: replication factor 4 (of partition chaos-1) is larger than the 3 broker(s)
+2026-11-26 17:00:02,500 WARNING [broker 11] headwater.self_healing: self-healing: broker 3 (gone 3 s); started 2 moves: \
+chaos-0 [1, 2, 3] -> [1, 2, 4], chaos-txn-1 [3, 1, 2] -> [4, 1, 2]
+2026-11-26 17:00:06,000 WARNING [broker 11] headwater.self_healing: self-healing: broker 3 is back; cancelled the \
+healing moves still copying: chaos-0
+2026-11-26 17:00:07,000 WARNING [broker 11] headwater.self_healing: self-healing: moves completed; preferred leaders \
+elected for chaos-txn-1
+"""
+
+
+def healed() -> tuple[History, FinalState]:
+    """Broker 3 died; self-healing moved chaos-0 and chaos-txn-1 away from it; it came back while
+    chaos-0 still copied (cancelled: back at [1, 2, 3]) and after chaos-txn-1 completed."""
+    h, f = clean()
+    h.healing = parse_healing_log(HEALING_LOG)
+    f.topics = {"chaos": dict(f.assignment), "chaos-txn": {0: (1, 2, 3), 1: (4, 1, 2)}}
+    return h, f
+
+
+def test_healing_log_lines_are_parsed() -> None:
+    failed, *actions = parse_healing_log(HEALING_LOG)
+    assert failed.kind == "failed" and failed.error.startswith("headwater.planner.errors.PlannerError: replication")
+    assert [a.kind for a in actions] == ["heal", "cancel", "elect"]
+    assert actions[0].brokers == (3,)
+    assert actions[0].moves == ((("chaos", 0), (1, 2, 3), (1, 2, 4)), (("chaos-txn", 1), (3, 1, 2), (4, 1, 2)))
+    assert actions[1].broker == 3 and actions[1].partitions == (("chaos", 0),)
+    assert actions[2].partitions == (("chaos-txn", 1),)
+    assert actions[1].at - actions[0].at == 3.5
+
+
+def test_healing_that_cancelled_and_completed_passes_and_is_counted() -> None:
+    verdict = check(*healed())
+    assert verdict.ok, str(verdict)
+    assert (verdict.stats["heals"], verdict.stats["heal_moves"], verdict.stats["cancels"]) == (1, 2, 1)
+    assert "self-healing: 1 heals (2 moves), 1 cancels (1 moves), 1 elections, 1 failed ticks" in str(verdict)
+
+
+def test_a_cancelled_healing_move_ending_without_the_returned_broker_is_caught() -> None:
+    h, f = healed()
+    f.topics["chaos"][0] = f.assignment[0] = (1, 2, 4)
+    f.replicas[0][4] = dataclasses.replace(f.replicas[0][3], broker=4)
+    verdict = check(h, f)
+    assert set(verdict.violations) == {"self-healing"}, str(verdict)
+    assert "chaos-0: its healing move was cancelled when broker 3 came back" in str(verdict)
+
+
+def test_a_healing_move_still_copying_after_its_broker_returned_is_caught() -> None:
+    h, f = healed()
+    t = h.healing[2].at if h.healing else 0.0
+    h.returns = [BrokerReturn(3, t, {("chaos", 0): (1, 2, 4)}, {("chaos", 0): (1, 2, 4)}, 5.0)]
+    assert kinds(h, f) == {"self-healing"}
+
+
+def test_a_partition_left_under_its_replication_factor_is_caught() -> None:
+    h, f = healed()
+    f.topics["chaos-txn"][0] = (1, 2)
+    assert kinds(h, f) == {"replication"}
+
+
+def test_the_workload_check_accepts_where_a_later_heal_took_the_partition() -> None:
+    h, f = healed()
+    # The workload's last request on chaos-1 ended at [1, 2, 3] before broker 3 died; then a heal
+    # moved it (completed) to [1, 2, 4].
+    h.healing = [*(h.healing or []), *parse_healing_log(
+        "2026-11-26 17:00:03,000 WARNING [broker 11] headwater.self_healing: self-healing: broker 3 (gone 4 s); "
+        "started 1 moves: chaos-1 [1, 2, 3] -> [1, 2, 4]")]
+    h.reassignments[1] = Reassignment(1, "start", ((1, 2, 3),), at=h.healing[0].at)
+    f.assignment[1] = f.topics["chaos"][1] = (1, 2, 4)
+    f.replicas[1][4] = dataclasses.replace(f.replicas[1][3], broker=4)
+    assert check(h, f).ok, str(check(h, f))
+    # A request after that heal is held to its own target.
+    h.reassignments[1] = Reassignment(1, "start", ((1, 2, 3),), at=h.healing[-1].at + 2)
+    assert kinds(h, f) == {"reassignment"}

@@ -153,7 +153,8 @@ def test_a_broker_back_mid_heal_keeps_the_partitions_still_copying(
     wait_for(settled, 90, "the copying moves cancelled and every ISR full")
     after = {line.partition: line.replicas for line in cluster.describe(TOPIC)}
     log = "".join(b.log_path.read_text() for b in cluster.live())
-    cancelled_line = re.search(r"cancelled the healing moves still copying: (.*)", log)
+    cancelled_line = re.search(r"cancelled the healing moves still copying: (.*?)(?: \(completed meanwhile|$)", log,
+                               re.MULTILINE)
     assert cancelled_line is not None
     cancelled = {int(tp.rsplit("-", 1)[1]) for tp in cancelled_line.group(1).split(", ")}
     assert cancelled
