@@ -1,5 +1,6 @@
 """The console's web application (Starlette): pages, the snapshot as JSON and as server-sent
-events, and the two writes (cancel, throttle), each behind the read-only switch and the CSRF token."""
+events, and the writes (cancel, throttle, the Plan page's, self-healing on or off), each behind the
+read-only switch and the CSRF token."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ class Source(Protocol):
     def cancel(self, partitions: list[tuple[str, int]] | None) -> dict[str, str | None]: ...
 
     def set_throttle(self, rate: int | None) -> list[str]: ...
+
+    def set_self_healing(self, enable: bool) -> list[str]: ...
 
     @property
     def plans(self) -> PlanStore: ...
@@ -157,6 +160,13 @@ def create_app(source: Source, guard: CsrfGuard, *, allowed_hosts: list[str] | N
         done = await asyncio.to_thread(source.set_throttle, rate)
         return JSONResponse({"done": done})
 
+    async def self_healing(body: dict[str, Any]) -> Response:
+        enable = body.get("enable")
+        if not isinstance(enable, bool):
+            return JSONResponse({"error": 'expected {"enable": true} or {"enable": false}'}, status_code=400)
+        done = await asyncio.to_thread(source.set_self_healing, enable)
+        return JSONResponse({"done": done})
+
     def positive_int(value: object) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -212,6 +222,7 @@ def create_app(source: Source, guard: CsrfGuard, *, allowed_hosts: list[str] | N
         Route("/api/events", events),
         Route("/api/cancel", guarded(cancel), methods=["POST"]),
         Route("/api/throttle", guarded(throttle), methods=["POST"]),
+        Route("/api/self-healing", guarded(self_healing), methods=["POST"]),
         Route("/api/plan", guarded(plan, write=False), methods=["POST"]),
         Route("/api/plan/execute", guarded(execute), methods=["POST"]),
         Route("/api/plan/elect", guarded(elect), methods=["POST"]),

@@ -39,9 +39,10 @@ def _loopback(host: str) -> bool:
 @command_config_option
 @click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
               help="Where to serve the console. Anything but loopback lets others on the network use it.")
-@click.option("--read-only", is_flag=True, help="Refuse every write (cancel, throttle) and hide their buttons.")
+@click.option("--read-only", is_flag=True, help="Refuse every write (cancel, throttle, plan execution, self-healing on/off) and hide their buttons.")
 @click.option("--metrics", "metrics_urls", multiple=True, metavar="URL",
-              help="A broker's Prometheus endpoint (http://host:port/metrics) for copy rates and ETAs; repeatable.")
+              help="A broker's Prometheus endpoint (http://host:port/metrics) for copy rates, ETAs, the throttle in "
+                   "force and (the controller's) self-healing; repeatable.")
 @click.option("--interval", default=1.0, show_default=True, help="Seconds between two reads of the cluster.")
 @click.option("--kafka-timeout", default=5.0, show_default=True,
               help="Seconds to wait for any one broker's answer before showing it as slow or down.")

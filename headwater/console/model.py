@@ -17,6 +17,38 @@ from headwater.admin.reassign import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTL
 TopicPartition = tuple[str, int]
 THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
+# The reassignment throttle in force and self-healing, from the brokers' metrics (docs/operations.md,
+# "Metrics"): each sample by (metric, its ``broker`` label, its other label's value or "").
+StatusKey = tuple[str, str, str]
+THROTTLE_RATE = "headwater_reassignment_throttle_rate_bytes_per_second"
+THROTTLE_REASON = "headwater_reassignment_throttle_reason"
+THROTTLE_P99 = "headwater_reassignment_throttle_produce_p99_ms"
+THROTTLE_LAG = "headwater_reassignment_throttle_follower_lag_ms"
+HEALING_ENABLED = "headwater_self_healing_enabled"
+HEALING_DRY_RUN = "headwater_self_healing_dry_run"
+HEALING_THRESHOLD = "headwater_self_healing_threshold_seconds"
+HEALING_IN_FLIGHT = "headwater_self_healing_moves_in_flight"
+HEALING_NEXT = "headwater_self_healing_next_action_seconds"
+HEALING_DEAD = "headwater_self_healing_dead_broker_seconds"
+HEALING_OFFLINE = "headwater_self_healing_offline_dir_seconds"
+HEALING_ACTIONS = "headwater_self_healing_actions_total"
+STATUS_LABELS = {THROTTLE_RATE: "mode", THROTTLE_REASON: "reason", HEALING_DEAD: "target", HEALING_OFFLINE: "target",
+                 HEALING_ACTIONS: "action"}
+ACTIONS = ("heal", "cancel", "elect", "dry_run", "failed")
+HEALING_ENABLE = "self.healing.enable"
+HEALING_CONFIGS = (HEALING_ENABLE, "self.healing.dry.run", "self.healing.broker.failure.threshold.ms")
+NO_METRICS = "unknown (no metrics endpoint)"
+REASONS = {
+    "static": "static: reassignment.throttled.rate as set",
+    "start": "starting rate: not judged yet",
+    "slow_start": "raising fast (doubling until the first cut): both targets met",
+    "increase": "raising: both targets met",
+    "produce_latency": "cut: produce p99 over its target",
+    "follower_lag": "cut: follower lag over its target",
+    "not_limiting": "holding: the copy does not use the rate",
+    "no_samples": "holding: too few produces to judge",
+}
+
 
 @dataclass(frozen=True)
 class BrokerFacts:
@@ -75,6 +107,9 @@ class Facts:
     quotas: list[QuotaFacts] | None = None  # None: DescribeClientQuotas failed (its error in quota_error)
     quota_error: str | None = None
     tokens: dict[tuple[str, str], float] | None = None  # None: no metrics endpoint given
+    status: dict[StatusKey, float] | None = None  # the throttles' and self-healing's samples; None: no endpoint
+    healing_configs: dict[str, str | None] | None = None  # set on the <default> broker entity; None: not read
+    healing_config_error: str | None = None
 
 
 def replica_sizes(log_dirs: Mapping[int, Iterable[LogDirFacts]]) -> dict[tuple[str, int, int], int]:
@@ -661,3 +696,76 @@ def quotas_model(quotas: Iterable[QuotaFacts] | None, tokens: Mapping[tuple[str,
         })
     rows.sort(key=lambda r: (r["user"] or "", r["client_id"] or ""))
     return {"available": quotas is not None, "error": error, "metrics": tokens is not None, "quotas": rows}
+
+
+def _by_broker(status: Mapping[StatusKey, float]) -> dict[str, dict[str, dict[str, float]]]:
+    """broker label -> metric -> other label's value ("" for none) -> value."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (name, broker, other), value in status.items():
+        out.setdefault(broker, {}).setdefault(name, {})[other] = value
+    return out
+
+
+def _non_negative(value: float | None) -> float | None:
+    return None if value is None or value < 0 else value
+
+
+def throttles_in_force(facts: Facts) -> list[dict[str, Any]]:
+    """Per broker, the rate of its reassignment limiters in force (0: no limit), its mode, why, and
+    what the adaptive mode last judged by, from ``headwater_reassignment_throttle_*``; a broker
+    whose endpoint the console does not read (or that exports none) is unknown, not "no limit"."""
+    seen = _by_broker(facts.status or {})
+    ids = set(facts.brokers) | {int(b) for b, m in seen.items() if b.isdigit() and THROTTLE_RATE in m}
+    rows = []
+    for b in sorted(ids):
+        mine = seen.get(str(b), {})
+        rates = mine.get(THROTTLE_RATE)
+        if not rates:
+            rows.append({"broker": b, "known": False, "unknown": NO_METRICS})
+            continue
+        mode, rate = min(rates.items())  # one sample: the mode in force is its label
+        reason = min((r for r, v in mine.get(THROTTLE_REASON, {}).items() if v == 1), default=None)
+        rows.append({
+            "broker": b, "known": True, "mode": mode, "rate": rate, "reason": reason,
+            "reason_text": REASONS.get(reason or "", reason),
+            "produce_p99_ms": _non_negative(mine.get(THROTTLE_P99, {}).get("")),
+            "follower_lag_ms": _non_negative(mine.get(THROTTLE_LAG, {}).get("")),
+        })
+    return rows
+
+
+def self_healing_model(facts: Facts) -> dict[str, Any]:
+    """What the active controller's self-healing is doing, from its ``headwater_self_healing_*``
+    (only the active controller exports them; another broker's are a former controller's, so they
+    are not used), with the configs as set on the <default> broker entity (DescribeConfigs).
+
+    Each broker being counted down has ``in_s``, the seconds left of the threshold: the controller
+    acts at its next check after that (if it is enabled; a dry run only logs)."""
+    out: dict[str, Any] = {"known": False, "unknown": NO_METRICS, "controller": facts.controller_id,
+                           "configured": facts.healing_configs, "configured_error": facts.healing_config_error}
+    mine = _by_broker(facts.status or {}).get(str(facts.controller_id), {})
+    if HEALING_ENABLED not in mine:
+        if THROTTLE_RATE in mine:  # the controller's endpoint is read but has no self-healing (yet)
+            out["unknown"] = f"unknown (controller {facts.controller_id}'s metrics endpoint exports no self-healing)"
+        return out
+
+    def one(name: str, default: float = 0.0) -> float:
+        return mine.get(name, {}).get("", default)
+
+    threshold = one(HEALING_THRESHOLD)
+
+    def clocks(name: str) -> list[dict[str, Any]]:
+        found = sorted((int(t), v) for t, v in mine.get(name, {}).items() if t.isdigit())
+        return [{"broker": b, "for_s": v, "in_s": max(0.0, threshold - v)} for b, v in found]
+
+    counts = mine.get(HEALING_ACTIONS, {})
+    out.update(known=True, unknown=None, enabled=one(HEALING_ENABLED) == 1, dry_run=one(HEALING_DRY_RUN) == 1,
+               threshold_s=threshold, moves_in_flight=int(one(HEALING_IN_FLIGHT)),
+               next_action_s=_non_negative(one(HEALING_NEXT, -1.0)),
+               dead_brokers=clocks(HEALING_DEAD), offline_dirs=clocks(HEALING_OFFLINE),
+               actions={a: int(counts.get(a, 0)) for a in sorted({*ACTIONS, *counts}, key=_action_order)})
+    return out
+
+
+def _action_order(action: str) -> tuple[int, str]:
+    return (ACTIONS.index(action) if action in ACTIONS else len(ACTIONS), action)

@@ -1,5 +1,6 @@
 """The console's I/O: one poller thread that reads the cluster through the Kafka protocol (and the
-brokers' Prometheus endpoints when given) into a snapshot, and the writes (cancel, throttle).
+brokers' Prometheus endpoints when given) into a snapshot, and the writes (cancel, throttle, the
+Plan page's, self-healing on or off).
 
 Pages never wait on Kafka: they read the latest snapshot, which the poller replaces every
 ``interval_s``. Every call has a timeout (the admin client's socket timeout), each broker is asked
@@ -26,6 +27,7 @@ from kafka.protocol.admin import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
+    IncrementalAlterConfigsRequest,
     ListPartitionReassignmentsRequest,
 )
 
@@ -49,6 +51,7 @@ from headwater.console.model import (
     MoveMetric,
     PartitionFacts,
     QuotaFacts,
+    StatusKey,
     TopicPartition,
 )
 from headwater.console.plan import DEFAULT_SPARK_MASTER, Plan, PlanStore, SparkPlanner
@@ -131,14 +134,26 @@ def config_values(resp: Any) -> dict[str, dict[str, str | None]]:
     return {r.resource_name: {c.name: c.value for c in r.configs} for r in resp.results if not r.error_code}
 
 
+def default_config_values(resp: Any) -> dict[str, str | None]:
+    """The configs set on the cluster-wide default broker entity, from its DescribeConfigs answer."""
+    for r in resp.results:
+        if r.error_code:
+            raise AdminError(r.error_message or _error_name(r.error_code))
+    return config_values(resp).get("", {})
+
+
 _MOVE_FIELDS = {"headwater_reassignment_bytes_to_move": "bytes_to_move", "headwater_reassignment_bytes_moved": "bytes_moved",
                 "headwater_reassignment_rate_bytes_per_second": "rate", "headwater_reassignment_eta_seconds": "eta_s"}
 _TOKENS = "headwater_controller_mutation_remaining_tokens"
+_STATUS = "status"
 # One sample line of the text format: name, the labels between braces (quoted values may hold braces
 # and escapes), the value. Only the names the console reads; every other line is skipped by the scan.
 _SAMPLE = re.compile(
     r'^(headwater_reassignment_(?:bytes_to_move|bytes_moved|rate_bytes_per_second|eta_seconds)'
-    r'|headwater_controller_mutation_remaining_tokens)'
+    r'|headwater_controller_mutation_remaining_tokens'
+    r'|headwater_reassignment_throttle_(?:rate_bytes_per_second|reason|produce_p99_ms|follower_lag_ms)'
+    r'|headwater_self_healing_(?:enabled|dry_run|threshold_seconds|moves_in_flight|next_action_seconds'
+    r'|dead_broker_seconds|offline_dir_seconds|actions_total))'
     r'\{((?:[^"}\n]|"(?:[^"\\\n]|\\.)*")*)\}[ \t]+([^ \t\n]+)', re.M)
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\.)*)"')
 _ESCAPE = re.compile(r"\\(.)")
@@ -152,8 +167,8 @@ def _labels(body: str) -> dict[str, str]:
 
 
 class MetricsParser:
-    """``headwater_reassignment_*`` and ``headwater_controller_mutation_remaining_tokens`` from one
-    broker's Prometheus text.
+    """``headwater_reassignment_*``, ``headwater_controller_mutation_remaining_tokens`` and
+    ``headwater_self_healing_*`` from one broker's Prometheus text.
 
     With 10,000 moves a broker's page has 40,000 and more samples of them and changes every second,
     though only in the few lines of the moves that copied: prometheus_client's parser took about
@@ -168,6 +183,8 @@ class MetricsParser:
         self._fields: dict[tuple[str, int, int, str], dict[str, float]] = {}
         self._moves: dict[tuple[str, int, int, str], MoveMetric] = {}
         self._tokens: dict[tuple[str, str], float] = {}
+        # The throttle in force and self-healing: a few samples a broker, by ``model.StatusKey``.
+        self.status: dict[StatusKey, float] = {}
         self._keys: dict[str, tuple[str, int, int, str] | None] = {}
 
     def _key(self, body: str) -> tuple[str, int, int, str] | None:
@@ -194,6 +211,10 @@ class MetricsParser:
         if name == _TOKENS:
             lb = _labels(body)
             return _TOKENS, (lb.get("user", ""), lb.get("client_id", "")), value
+        if name not in _MOVE_FIELDS:
+            lb = _labels(body)
+            other = model.STATUS_LABELS.get(name)
+            return _STATUS, (name, lb.get("broker", ""), lb.get(other, "") if other else ""), value
         key = self._key(body)
         return None if key is None else (_MOVE_FIELDS[name], key, value)
 
@@ -211,6 +232,8 @@ class MetricsParser:
             field_name, key, _value = parsed
             if field_name == _TOKENS:
                 self._tokens.pop(key, None)
+            elif field_name == _STATUS:
+                self.status.pop(key, None)
             else:
                 self._fields.get(key, {}).pop(field_name, None)
                 dirty.add(key)
@@ -222,6 +245,8 @@ class MetricsParser:
             field_name, key, value = parsed
             if field_name == _TOKENS:
                 self._tokens[key] = value
+            elif field_name == _STATUS:
+                self.status[key] = value
             else:
                 self._fields.setdefault(key, {})[field_name] = value
                 dirty.add(key)
@@ -248,6 +273,13 @@ def parse_tokens(text: str) -> dict[tuple[str, str], float]:
     """(user, client id) -> ``headwater_controller_mutation_remaining_tokens`` (KIP-599's bucket; only
     the controller has buckets, so the other brokers' endpoints give none)."""
     return dict(MetricsParser().parse(text)[1])
+
+
+def parse_status(text: str) -> dict[StatusKey, float]:
+    """The reassignment throttle in force and self-healing's samples (``model.StatusKey`` -> value)."""
+    parser = MetricsParser()
+    parser.parse(text)
+    return dict(parser.status)
 
 
 def quota_facts(resp: Any) -> list[QuotaFacts]:
@@ -610,8 +642,8 @@ class Poller:
                                            lambda r: ongoing_facts(r, self._topic_memos.setdefault("ongoing", {})))
             except (AdminError, ToolError) as exc:
                 facts.errors.append(f"ListPartitionReassignments: {exc}")
+            R = DescribeConfigsRequest.DescribeConfigsResource
             if facts.topics:
-                R = DescribeConfigsRequest.DescribeConfigsResource
                 try:
                     resp = client.send(DescribeConfigsRequest, dict(
                         resources=[R(resource_type=RESOURCE_TOPIC, resource_name=t, configuration_keys=TOPIC_KEYS)
@@ -620,6 +652,15 @@ class Poller:
                     facts.topic_configs = self._memo("topic-configs", resp, config_values)
                 except AdminError as exc:
                     facts.errors.append(f"DescribeConfigs (topics): {exc}")
+            try:
+                # The cluster-wide default entity (resource name ""): self-healing's configs as set.
+                resp = client.send(DescribeConfigsRequest, dict(
+                    resources=[R(resource_type=RESOURCE_BROKER, resource_name="",
+                                 configuration_keys=list(model.HEALING_CONFIGS))],
+                    include_synonyms=False, include_documentation=False), node_id=node)
+                facts.healing_configs = self._memo("default-configs", resp, default_config_values)
+            except AdminError as exc:
+                facts.healing_config_error = f"DescribeConfigs (<default> broker): {exc}"
             try:
                 # Every entity (no filter component, not strict); only the Quotas page shows a failure.
                 facts.quotas = quota_facts(client.send(DescribeClientQuotasRequest, dict(components=[], strict=False),
@@ -636,12 +677,13 @@ class Poller:
             if error:
                 facts.broker_errors[b] = error
         if self.metrics_urls:
-            facts.tokens = {}
+            facts.tokens, facts.status = {}, {}
         for scraped in metrics:
-            found, tokens, error = scraped.result()
+            found, tokens, status, error = scraped.result()
             facts.move_metrics.update(found)
-            assert facts.tokens is not None
+            assert facts.tokens is not None and facts.status is not None
             facts.tokens.update(tokens)
+            facts.status.update(status)  # each sample names its broker: the endpoints' samples do not collide
             if error:
                 facts.errors.append(error)
         return facts
@@ -671,14 +713,15 @@ class Poller:
         return dirs, configs, (time.monotonic() - started) * 1000, None
 
     def _scrape(self, url: str) -> tuple[dict[tuple[str, int, int, str], MoveMetric], dict[tuple[str, str], float],
-                                         str | None]:
+                                         dict[StatusKey, float], str | None]:
         try:
             with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
                 text = resp.read().decode()
-            moves, tokens = self._metrics_parsers[url].parse(text)
-            return moves, tokens, None
-        except Exception as exc:  # a metrics endpoint down only loses rates, ETAs and tokens
-            return {}, {}, f"metrics {url}: {exc}"
+            parser = self._metrics_parsers[url]
+            moves, tokens = parser.parse(text)
+            return moves, tokens, parser.status, None
+        except Exception as exc:  # a metrics endpoint down loses rates, ETAs, tokens and its broker's status
+            return {}, {}, {}, f"metrics {url}: {exc}"
 
     def poll_once(self) -> None:
         facts = self.gather()
@@ -702,11 +745,12 @@ class Poller:
                 "available": facts.ongoing is not None,
                 "moves": moves,
                 "overall": model.overall(moves),
-                "throttle": model.throttle_model(facts),
+                "throttle": {**model.throttle_model(facts), "in_force": model.throttles_in_force(facts)},
                 "completed": list(self._completed),
             },
             "heatmap": model.heatmap_model(facts, sizes, cache),
             "quotas": model.quotas_model(facts.quotas, facts.tokens, facts.quota_error),
+            "self_healing": model.self_healing_model(facts),
             "plan": {"execution": self._execution_model(facts)},
         }
         self.version += 1
@@ -776,6 +820,24 @@ class Poller:
                 raise WriteError("; ".join([*done, str(exc)])) from None
         return done
 
+    def set_self_healing(self, enable: bool) -> list[str]:
+        """``headwater configs --entity-type brokers --entity-default --alter --add-config
+        self.healing.enable=true|false``: IncrementalAlterConfigs (SET) of the cluster-wide default
+        broker entity, sent to a bootstrap broker as the tool sends it."""
+        value = "true" if enable else "false"
+        A = IncrementalAlterConfigsRequest.AlterConfigsResource
+        with self.client() as client:
+            try:
+                resp = client.send(IncrementalAlterConfigsRequest, dict(resources=[A(
+                    resource_type=RESOURCE_BROKER, resource_name="",
+                    configs=[A.AlterableConfig(name=model.HEALING_ENABLE, config_operation=OP_SET, value=value)])],
+                    validate_only=False))
+            except AdminError as exc:
+                raise WriteError(str(exc)) from None
+        result = resp.responses[0]
+        if result.error_code:
+            raise WriteError(result.error_message or _error_name(result.error_code))
+        return [f"{model.HEALING_ENABLE}={value} on the cluster default (the <default> broker entity)"]
 
     # --- the Plan page ---------------------------------------------------------------------------------
 

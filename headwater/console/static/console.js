@@ -78,7 +78,54 @@ function renderCluster(s) {
       <tbody>${rows}</tbody></table>
     <h2>Partitions</h2>
     <div class="health" id="health">${list("Under-replicated", h.under_replicated || [])}
-      ${list("Under min ISR", h.under_min_isr || [])}${list("Offline", h.offline || [])}</div>`;
+      ${list("Under min ISR", h.under_min_isr || [])}${list("Offline", h.offline || [])}</div>
+    ${renderSelfHealing(s.self_healing)}`;
+}
+
+const HEALING_CONFIGS = ["self.healing.enable", "self.healing.dry.run", "self.healing.broker.failure.threshold.ms"];
+const HEALING_ACTIONS = {heal: "heal (moves started)", cancel: "cancel (broker came back)", elect: "elect (preferred leaders)",
+                         dry_run: "dry run (logged only)", failed: "failed"};
+
+function healingClock(h, c, what) {
+  const action = !h.enabled ? "none: self-healing is off" :
+    c.in_s > 0 ? `${h.dry_run ? "logs what it would move" : "moves its replicas"} in ${duration(c.in_s)}` :
+    h.dry_run ? "threshold passed (dry run: logged only)" : "threshold passed";
+  return `<tr id="healing-${what}-${c.broker}" class="healing-clock"><td class="num">${c.broker}</td>
+    <td>${what === "dead" ? "gone (not registered)" : "replicas in a failed log dir"}</td>
+    <td class="num">${duration(c.for_s)}</td><td class="${h.enabled && !h.dry_run ? "warn" : "muted"}">${action}</td></tr>`;
+}
+
+function renderSelfHealing(h) {
+  if (!h) return "";
+  const set = h.configured;
+  // What the controller runs with comes from its metrics; the configs as set are shown beside them.
+  const configured = set ? HEALING_CONFIGS.map((k) => `<code>${k}=${esc(set[k] ?? "(not set)")}</code>`).join(" ")
+    : esc(h.configured_error || "not read");
+  const current = h.known ? h.enabled : set && set["self.healing.enable"] !== undefined ? set["self.healing.enable"] === "true" : null;
+  const controls = READ_ONLY ? "" : `
+    <div class="controls write">
+      <button id="healing-on" class="write" data-action="healing-on" ${current === true ? "disabled" : ""}>Turn self-healing on</button>
+      <button id="healing-off" class="write" data-action="healing-off" ${current === false ? "disabled" : ""}>Turn self-healing off</button>
+    </div>`;
+  if (!h.known) {
+    return `<h2>Self-healing</h2>
+      <div id="self-healing" data-state="unknown">
+        <p>State: <b id="healing-state" class="muted">${esc(h.unknown)}</b></p>
+        <p class="muted">Set on the cluster default: ${configured}</p>${controls}</div>`;
+  }
+  const clocks = [...h.dead_brokers.map((c) => healingClock(h, c, "dead")),
+                  ...h.offline_dirs.map((c) => healingClock(h, c, "offline"))].join("");
+  const actions = Object.entries(h.actions).map(([a, n]) => `${esc(HEALING_ACTIONS[a] || a)}: <b>${n}</b>`).join(" · ");
+  return `<h2>Self-healing</h2>
+    <div id="self-healing" data-state="${h.enabled ? "enabled" : "disabled"}" data-dry-run="${h.dry_run}">
+      <p>State: <b id="healing-state" class="${h.enabled ? "ok" : "muted"}">${h.enabled ? "enabled" : "disabled"}</b>${h.dry_run ? ", dry run (decides and logs, moves nothing)" : ""};
+        threshold ${duration(h.threshold_s)}; healing moves in flight: <b id="healing-in-flight">${h.moves_in_flight}</b>${
+        h.next_action_s !== null ? `; next action in ${duration(h.next_action_s)}` : ""}
+        <span class="muted">(controller ${h.controller}'s metrics)</span></p>
+      <p class="muted">Set on the cluster default: ${configured}</p>${controls}
+      <table id="healing-clocks"><thead><tr><th>broker</th><th>what</th><th>for</th><th>action</th></tr></thead>
+        <tbody>${clocks || `<tr><td colspan="4" class="muted">No dead broker or failed log dir.</td></tr>`}</tbody></table>
+      <p id="healing-actions">Since broker ${h.controller} became the controller: ${actions}</p></div>`;
 }
 
 function renderTopics(s) {
@@ -143,14 +190,37 @@ function renderReassignments(s) {
       <td>${bar(c.outcome === "completed" ? 1 : c.share)}</td><td>${new Date(c.ended_at * 1000).toLocaleTimeString()}</td></tr>`).join("");
   return `
     <div id="overall">${bar(overallShare, `${(overallShare * 100).toFixed(1)} % · ${bytes(o.copied)} of ${bytes(o.total)} · ETA ${duration(o.moves ? o.eta_s : 0)}`, "wide")}</div>
-    <p class="muted">${o.moves} partition${o.moves === 1 ? "" : "s"} moving; throttle ${throttleText}${s.metrics ? "" : "; rates estimated by the console (no --metrics given)"}</p>
-    ${controls}${pager}
+    <p class="muted">${o.moves} partition${o.moves === 1 ? "" : "s"} moving; leader/follower throttled rate ${throttleText}${s.metrics ? "" : "; rates estimated by the console (no --metrics given)"}</p>
+    ${controls}${renderThrottles(th)}${pager}
     <table id="moves" data-shown="${shown.length}"><thead><tr>${READ_ONLY ? "" : "<th></th>"}<th>partition</th><th>from → to</th><th>adding</th><th>removing</th><th></th>
       <th>progress</th><th>copied</th><th>rate</th><th>ETA</th>${READ_ONLY ? "" : "<th></th>"}</tr></thead>
       <tbody>${moves || `<tr><td colspan="11" class="muted">${r.moves.length ? "No move matches the filter." : "No reassignment in flight."}</td></tr>`}</tbody></table>
     <h2>Completed since the page opened</h2>${completed.length > MOVES_PER_PAGE ? `<p class="muted">the last ${MOVES_PER_PAGE} of ${completed.length}</p>` : ""}
     <table id="completed"><thead><tr><th>partition</th><th>from → to</th><th>outcome</th><th>progress</th><th>ended</th></tr></thead>
       <tbody>${done || `<tr><td colspan="5" class="muted">None yet.</td></tr>`}</tbody></table>`;
+}
+
+function renderThrottles(th) {
+  const configured = (b) => {
+    const c = (th.brokers || {})[String(b)] || {};
+    const [leader, follower] = ["leader.replication.throttled.rate", "follower.replication.throttled.rate"].map((k) => c[k]);
+    return leader || follower ? `leader ${leader ? bytes(Number(leader)) + "/s" : "–"}, follower ${follower ? bytes(Number(follower)) + "/s" : "–"}` : "–";
+  };
+  const judged = (t, v, digits) => (t.mode === "adaptive" && v !== null ? `${v.toFixed(digits)} ms` : "–");
+  const rows = (th.in_force || []).map((t) => t.known ? `
+    <tr id="throttle-broker-${t.broker}" class="throttle" data-mode="${esc(t.mode)}" data-reason="${esc(t.reason ?? "")}">
+      <td class="num">${t.broker}</td><td>${esc(t.mode)}</td><td class="num" title="${Math.round(t.rate)} B/s">${t.rate > 0 ? bytes(t.rate) + "/s" : "no limit"}</td>
+      <td>${esc(t.reason_text ?? "–")}</td><td class="num">${judged(t, t.produce_p99_ms, 1)}</td>
+      <td class="num">${judged(t, t.follower_lag_ms, 0)}</td><td>${configured(t.broker)}</td></tr>` : `
+    <tr id="throttle-broker-${t.broker}" class="throttle" data-mode="unknown"><td class="num">${t.broker}</td>
+      <td colspan="5" class="muted">${esc(t.unknown)}</td><td>${configured(t.broker)}</td></tr>`).join("");
+  return `<h2>Throttle in force</h2>
+    <p class="muted">Per broker: the rate of its reassignment limiters (<code>reassignment.throttle.mode</code>: static
+      <code>reassignment.throttled.rate</code>, or adaptive) and why, with the produce p99 and follower lag the adaptive
+      mode judges by, from its metrics; and Kafka's replication throttles as configured.</p>
+    <table id="throttles"><thead><tr><th>broker</th><th>mode</th><th>rate</th><th>why</th><th>produce p99</th>
+      <th>follower lag</th><th>leader/follower throttled rate</th></tr></thead>
+      <tbody>${rows || `<tr><td colspan="7" class="muted">No broker.</td></tr>`}</tbody></table>`;
 }
 
 function cancelSelectedText() {
@@ -430,6 +500,14 @@ document.addEventListener("click", async (ev) => {
     if (!Number.isInteger(rate) || rate < 1) { notice("The throttle must be a whole number of bytes per second.", true); return; }
     const a = await post("/api/throttle", {rate});
     if (a) { throttleDraft = null; notice(a.done.join("; ")); }
+  } else if (action === "healing-on" || action === "healing-off") {
+    const enable = action === "healing-on";
+    const h = (lastSnapshot && lastSnapshot.self_healing) || {};
+    const after = h.known ? duration(h.threshold_s) : "self.healing.broker.failure.threshold.ms";
+    if (enable && !window.confirm(`Turn self-healing on? The controller moves the replicas of a broker gone longer than ${after}.`)) return;
+    btn.disabled = true;
+    const a = await post("/api/self-healing", {enable});
+    if (a) notice(a.done.join("; ")); else btn.disabled = false;
   } else if (action === "unthrottle") {
     const a = await post("/api/throttle", {rate: null});
     if (a) notice(a.done.join("; "));

@@ -133,6 +133,13 @@ def prop(driver: Any, selector: str, name: str) -> Any:
                                  selector, name)
 
 
+def attr(driver: Any, selector: str, name: str) -> str | None:
+    """An attribute of the element ``selector`` finds (None: no such element or attribute), read in one script."""
+    value = driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.getAttribute(arguments[1]) : null;",
+                                  selector, name)
+    return None if value is None else str(value)
+
+
 def taken_at(driver: Any) -> float:
     """When the cluster was read for the snapshot the page shows now (the header keeps it)."""
     return float(css(driver, "#status")[0].get_attribute("data-taken-at") or 0)

@@ -6,8 +6,11 @@ cluster; a throttled reassignment shows a progress bar that moves and reaches 10
 the page reverts a partition (checked with Metadata); two of three moves ticked and cancelled
 together return to their original replicas while the third completes; the throttle is changed
 from the page; the read-only console shows no write controls and refuses a cancel; a POST without
-the CSRF token is refused. Screenshots of every page go to the module's temporary directory and are named in the
-output.
+the CSRF token is refused. The Cluster page's self-healing panel follows the controller's metrics,
+and its switch turns self-healing on and off (checked with DescribeConfigs); the Reassignments page
+shows each broker's throttle in force, adaptive once the cluster default says so; the read-only
+console, without metrics endpoints, says both are unknown. Screenshots of every page go to the
+module's temporary directory and are named in the output.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from typing import Any
 import pytest
 from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from confluent_kafka import Producer
-from console_support import ConsoleProcess, click, css, prop, screenshot, wait_css, wait_new_snapshot
+from console_support import ConsoleProcess, attr, click, css, prop, screenshot, wait_css, wait_new_snapshot
+from kafka.protocol.admin import DescribeConfigsRequest
 
 from headwater.admin.client import AdminClient
 from headwater.admin.local import free_port
 from headwater.admin.reassign import Cluster
+from headwater.protocol.config_resources import RESOURCE_BROKER
 
 pytestmark = pytest.mark.slow
 
@@ -105,6 +110,61 @@ def test_pages_show_the_cluster(console: ConsoleProcess, browser: Any, workdir: 
     text = css(browser, "#content")[0].text
     assert "3.0 MiB" in text or "MiB" in text, text  # partition sizes from DescribeLogDirs
     screenshot(browser, workdir, "topics", capsys)
+
+
+def default_broker_configs(cluster: LocalCluster) -> dict[str, str | None]:
+    """Through a Kafka client: the configs set on the cluster-wide default broker entity (DescribeConfigs)."""
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    with AdminClient(cluster.bootstrap) as client:
+        resp = client.send(DescribeConfigsRequest, dict(
+            resources=[R(resource_type=RESOURCE_BROKER, resource_name="", configuration_keys=None)],
+            include_synonyms=False, include_documentation=False))
+    (result,) = resp.results
+    assert result.error_code == 0, result
+    return {c.name: c.value for c in result.configs}
+
+
+def test_self_healing_panel_switch_and_throttle_in_force(cluster: LocalCluster, console: ConsoleProcess, browser: Any,
+                                                         workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    browser.get(console.url + "/cluster")
+    wait_css(browser, "#self-healing")
+    # The controller's metrics: off by default, 30 minutes' threshold, no broker being counted down.
+    wait_for(lambda: attr(browser, "#self-healing", "data-state") == "disabled", 30, "self-healing off on the page")
+    assert "threshold 30 min 0 s" in prop(browser, "#self-healing", "textContent")
+    assert "No dead broker or failed log dir." in prop(browser, "#healing-clocks", "textContent")
+    assert prop(browser, "#healing-off", "disabled") is True
+
+    click(browser, "#healing-on")
+    browser.switch_to.alert.accept()
+    wait_for(lambda: attr(browser, "#self-healing", "data-state") == "enabled", 30,
+             "the panel to show self-healing enabled")
+    wait_for(lambda: default_broker_configs(cluster).get("self.healing.enable") == "true", 30,
+             "self.healing.enable=true on the <default> broker entity")
+    assert "self.healing.enable=true" in prop(browser, "#self-healing", "textContent")  # the config as set
+    assert prop(browser, "#healing-on", "disabled") is True
+    screenshot(browser, workdir, "cluster-self-healing", capsys)
+    click(browser, "#healing-off")
+    wait_for(lambda: attr(browser, "#self-healing", "data-state") == "disabled", 30,
+             "the panel to show self-healing disabled")
+    wait_for(lambda: default_broker_configs(cluster).get("self.healing.enable") == "false", 30,
+             "self.healing.enable=false on the <default> broker entity")
+
+    browser.get(console.url + "/reassignments")
+    wait_for(lambda: len(css(browser, "#throttles tr.throttle")) == 4, 30, "four brokers' throttles")
+    assert {attr(browser, f"#throttle-broker-{b}", "data-mode") for b in (1, 2, 3, 4)} == {"static"}
+    run_cli("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "brokers",
+            "--entity-default", "--add-config", "reassignment.throttle.mode=adaptive")
+    try:
+        for b in (1, 2, 3, 4):
+            wait_for(lambda b=b: attr(browser, f"#throttle-broker-{b}", "data-mode") == "adaptive", 30,
+                     f"broker {b}'s throttle adaptive on the page")
+        wait_for(lambda: (attr(browser, "#throttle-broker-1", "data-reason") or "static") != "static", 30,
+                 "an adaptive reason")
+        screenshot(browser, workdir, "reassignments-adaptive", capsys)
+    finally:
+        run_cli("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "brokers",
+                "--entity-default", "--delete-config", "reassignment.throttle.mode")
+    wait_for(lambda: attr(browser, "#throttle-broker-1", "data-mode") == "static", 30, "static again")
 
 
 def test_reassignment_progress_cancel_and_throttle(cluster: LocalCluster, console: ConsoleProcess, browser: Any,
@@ -227,7 +287,17 @@ def test_read_only_console_refuses_writes(cluster: LocalCluster, read_only_conso
         assert not css(browser, "button"), "a read-only console shows no buttons"
         assert not css(browser, "input[type=checkbox]"), "nor boxes to tick moves with"
         assert not css(browser, "#throttle-rate")
+        # No --metrics: the throttle in force and self-healing are unknown, not "no limit" or "off".
+        assert {r.get_attribute("data-mode") for r in css(browser, "#throttles tr.throttle")} == {"unknown"}
+        assert "unknown (no metrics endpoint)" in prop(browser, "#throttles", "textContent")
         screenshot(browser, workdir, "reassignments-read-only", capsys)
+        browser.get(read_only_console.url + "/cluster")
+        wait_css(browser, "#self-healing")
+        assert attr(browser, "#self-healing", "data-state") == "unknown"
+        assert "unknown (no metrics endpoint)" in prop(browser, "#healing-state", "textContent")
+        assert not css(browser, "button"), "a read-only console has no self-healing switch"
+        status, answer = read_only_console.post("/api/self-healing", {"enable": True}, read_only_console.token())
+        assert status == 403, answer
         status, answer = read_only_console.post("/api/cancel", {"all": True}, read_only_console.token())
         assert status == 403, answer
         status, answer = read_only_console.post("/api/throttle", {"rate": 1000}, read_only_console.token())

@@ -56,6 +56,7 @@ class FakeSource:
         self.read_only = read_only
         self.cancelled: list[list[tuple[str, int]] | None] = []
         self.throttles: list[int | None] = []
+        self.healing: list[bool] = []
         self.plans = PlanStore()
         self.spark = FakeSpark()
         self.engines: list[object] = []  # the engine each plan request named
@@ -69,6 +70,10 @@ class FakeSource:
     def set_throttle(self, rate: int | None) -> list[str]:
         self.throttles.append(rate)
         return [f"throttle {rate}"]
+
+    def set_self_healing(self, enable: bool) -> list[str]:
+        self.healing.append(enable)
+        return [f"self.healing.enable={str(enable).lower()}"]
 
     def make_plan(self, goal: object, brokers: object, throttle: float | None = None,
                   engine: object = "auto") -> dict[str, Any]:
