@@ -43,6 +43,7 @@ FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 10 * 1024 * 1024
 FETCH_PARTITION_MAX_BYTES = 1024 * 1024
 EARLIEST, LATEST = -2, -1
+YIELD_AFTER_BYTES = 256 * 1024
 
 
 class ReplicaFetchers:
@@ -229,9 +230,16 @@ class ReplicaFetchers:
                     log_end_offset=h.plog.log_end_offset, end_offset_for_epoch=h.plog.end_offset_for_epoch, now_ms=now,
                 )
                 try:
-                    fetched[(t.topic, p.partition_index)] = await self._carry_out(leader_id, h, action, records)
+                    appended = fetched[(t.topic, p.partition_index)] = await self._carry_out(leader_id, h, action, records)
                 except KafkaError as exc:
                     log.warning("replica %s-%d: %s", t.topic, p.partition_index, exc)
+                    continue
+                if appended >= YIELD_AFTER_BYTES:
+                    # An append costs about a millisecond per MiB: let the loop serve what waits
+                    # (produces, other fetches) before the next partition's, so an answer of many
+                    # partitions does not hold it for all of them at once.
+                    await asyncio.sleep(0)
+                    now = now_ms()
 
     async def _carry_out(self, leader_id: int, h: Hosted, action: Any, records: memoryview) -> int:
         """Do what the fetcher asked; return the bytes appended."""

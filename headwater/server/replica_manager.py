@@ -64,6 +64,9 @@ from headwater.storage.producers import AppendOrigin, SequenceGapError
 log = logging.getLogger(__name__)
 
 ALTER_PARTITION_RETRY_S = 0.2
+# The most one fetch answer carries of a partition for a replica being added (not in sync yet):
+# it bounds how long serving and appending one answer hold an event loop (issue #26).
+ADDING_REPLICA_READ_BYTES = 1024 * 1024
 ADAPTIVE_TICK_S = 1.0  # how often the adaptive reassignment throttle judges (docs/replication.md)
 # How long after becoming leader a producer's sequence gap may still be its retries in flight from
 # the previous leader: about a produce request's timeout (30 s in Kafka's clients and librdkafka).
@@ -259,10 +262,21 @@ class ReplicaManager:
 
     def leader_read_limit(self, topic: str, partition: int, in_sync: bool, replica_id: int, limit: int) -> int:
         """A metered follower gets at most 1 MiB per answer, however much it asked for, so the debt
-        one answer leaves stays small and the copy flows evenly."""
+        one answer leaves stays small and the copy flows evenly. So does a replica being added that
+        is not in sync yet, metered or not: sending an answer and appending it on the other side
+        hold an event loop for about a millisecond per MiB, and 10 MiB answers held the leader's
+        loop, which also answers producers, for 3-25 ms at a time (issue #26). The round trips this
+        adds did not slow an unthrottled copy (docs/performance.md). In-sync followers keep their
+        whole share, so their catch-up is not slowed."""
+        if not in_sync and self._adding(topic, partition, replica_id):
+            return min(limit, ADDING_REPLICA_READ_BYTES)
         if self._leader_limiters(topic, partition, in_sync, replica_id):
             return min(limit, FETCH_PARTITION_MAX_BYTES)
         return limit
+
+    def _adding(self, topic: str, partition: int, replica_id: int) -> bool:
+        hosted = self.partitions.get((topic, partition))
+        return hosted is not None and replica_id in hosted.replica.adding_replicas
 
     def record_leader_bytes(self, topic: str, partition: int, in_sync: bool, size_bytes: int, replica_id: int = -1) -> None:
         record_all(self._leader_limiters(topic, partition, in_sync, replica_id), size_bytes, now_ms())
