@@ -153,6 +153,24 @@ def partition_bytes(cluster: LocalCluster, broker: int, topic: str) -> int:
     return sum(f.stat().st_size for f in (cluster.data_dir / f"broker-{broker}-logs" / f"{topic}-0").glob("*.log"))
 
 
+def load_and_big(cluster: LocalCluster, move_mib: int, load_mb: float, fill_timeout_s: float) -> LoadProducer:
+    """Create ``load`` (``min.insync.replicas=2``) and ``big`` on brokers 1,2,3, both led by broker 1
+    (the first of an explicit assignment is the preferred leader), fill ``big`` with ``move_mib``
+    MiB, and start the acks=all producer on ``load``."""
+    run_cli("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "load",
+            "--replica-assignment", "1:2:3", "--config", "min.insync.replicas=2")
+    run_cli("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "big",
+            "--replica-assignment", "1:2:3")
+    cluster.wait_full_isr(["load", "big"], 1)
+    assert cluster.leaders("load") == {0: 1} and cluster.leaders("big") == {0: 1}
+    fill(cluster.bootstrap, "big", move_mib)
+    cluster.wait_full_isr(["big"], 1, timeout_s=fill_timeout_s)
+    load = LoadProducer(cluster.bootstrap, "load", load_mb)
+    load.start()
+    time.sleep(5)  # connections, metadata, the producer's first batches
+    return load
+
+
 class Mover:
     """Moves ``big``-0 between {1,2,3} and {1,2,4}; times each move."""
 
@@ -204,18 +222,7 @@ def main() -> None:
         admin = Cluster(client)
         load: LoadProducer | None = None
         try:
-            # Both led by broker 1: the first of an explicit assignment is the preferred leader.
-            run_cli("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "load",
-                    "--replica-assignment", "1:2:3", "--config", "min.insync.replicas=2")
-            run_cli("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "big",
-                    "--replica-assignment", "1:2:3")
-            cluster.wait_full_isr(["load", "big"], 1)
-            assert cluster.leaders("load") == {0: 1} and cluster.leaders("big") == {0: 1}
-            fill(cluster.bootstrap, "big", args.move_mib)
-            cluster.wait_full_isr(["big"], 1, timeout_s=120)
-            load = LoadProducer(cluster.bootstrap, "load", args.load_mb)
-            load.start()
-            time.sleep(5)  # connections, metadata, the producer's first batches
+            load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=120)
             mover = Mover(cluster, admin, urls)
             results: list[dict[str, Any]] = []
 

@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adaptive_throttle import LoadProducer, Mover, fill, percentile, start
-from cluster_support import run_cli
+from adaptive_throttle import LoadProducer, Mover, load_and_big, percentile, start
 from confluent_kafka import Consumer, TopicPartition
 
 from headwater.admin.client import AdminClient
@@ -79,17 +78,7 @@ def main() -> None:
         client = AdminClient(cluster.bootstrap, client_id="copy-interference")
         load: LoadProducer | None = None
         try:
-            run_cli("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "load",
-                    "--replica-assignment", "1:2:3", "--config", "min.insync.replicas=2")
-            run_cli("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "big",
-                    "--replica-assignment", "1:2:3")
-            cluster.wait_full_isr(["load", "big"], 1)
-            assert cluster.leaders("load") == {0: 1} and cluster.leaders("big") == {0: 1}
-            fill(cluster.bootstrap, "big", args.move_mib)
-            cluster.wait_full_isr(["big"], 1, timeout_s=180)
-            load = LoadProducer(cluster.bootstrap, "load", args.load_mb)
-            load.start()
-            time.sleep(5)  # connections, metadata, the producer's first batches
+            load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=180)
             mover = Mover(cluster, Cluster(client), urls)
             rounds: list[dict[str, Any]] = []
             pids = {b: cluster.pid(b) for b in cluster.brokers}

@@ -83,17 +83,17 @@ def log_dirs(cluster: LocalCluster, broker_id: int) -> dict[str, tuple[int, set[
             for r in resp.results}
 
 
-def test_a_full_log_dir_goes_offline_and_leadership_moves(cluster_factory: Callable[..., LocalCluster],
-                                                          tmpfs: Path) -> None:
-    cluster = cluster_factory(props={"min.insync.replicas": "2"})
+def two_dirs_for_broker_1(cluster: LocalCluster, tmpfs: Path) -> Path:
+    """Restart broker 1 with a second log dir, the tmpfs, and create TOPIC's two partitions on
+    brokers 1,2,3 (as the controller places them: one in each of broker 1's dirs); return the
+    healthy dir."""
     b1 = cluster.brokers[1]
     b1.stop()
     healthy = b1.data_dir / "broker-1-logs"
     b1.props = {**b1.props, "log.dirs": f"{healthy},{tmpfs}"}
     b1.config_path.unlink()
     cluster.restart(1)
-    cluster.wait_registered({1, 2, 3})
-
+    cluster.wait_registered(set(cluster.brokers))
     T = CreateTopicsRequest.CreatableTopic
     A = T.CreatableReplicaAssignment
     with AdminClient(cluster.bootstrap, timeout_s=30) as client:
@@ -103,6 +103,14 @@ def test_a_full_log_dir_goes_offline_and_leadership_moves(cluster_factory: Calla
             timeout_ms=30_000, validate_only=False), lambda r: [t.error_code for t in r.topics])
     assert [t.error_code for t in resp.topics] == [0]
     cluster.wait_full_isr([TOPIC], 2, timeout_s=30)
+    return healthy
+
+
+def test_a_full_log_dir_goes_offline_and_leadership_moves(cluster_factory: Callable[..., LocalCluster],
+                                                          tmpfs: Path) -> None:
+    cluster = cluster_factory(props={"min.insync.replicas": "2"})
+    healthy = two_dirs_for_broker_1(cluster, tmpfs)
+    b1 = cluster.brokers[1]
     assert cluster.leaders(TOPIC) == {0: 1, 1: 1}
     dirs = log_dirs(cluster, 1)
     assert dirs[str(healthy)] == (0, {0}) and dirs[str(tmpfs)] == (0, {1}), dirs  # one partition per dir
@@ -180,23 +188,9 @@ def test_self_healing_moves_a_failed_dirs_replicas_to_another_broker(cluster_fac
     preferred election), while broker 1 keeps its replica in the healthy dir. The controller's audit
     log names what it did."""
     cluster = cluster_factory(4, props={"min.insync.replicas": "2"})
+    two_dirs_for_broker_1(cluster, tmpfs)
     b1 = cluster.brokers[1]
-    b1.stop()
-    healthy = b1.data_dir / "broker-1-logs"
-    b1.props = {**b1.props, "log.dirs": f"{healthy},{tmpfs}"}
-    b1.config_path.unlink()
-    cluster.restart(1)
-    cluster.wait_registered({1, 2, 3, 4})
-    T = CreateTopicsRequest.CreatableTopic
-    A = T.CreatableReplicaAssignment
-    with AdminClient(cluster.bootstrap, timeout_s=30) as client:
-        resp = client.send_to_controller(CreateTopicsRequest, dict(
-            topics=[T(name=TOPIC, num_partitions=-1, replication_factor=-1, configs=[],
-                      assignments=[A(partition_index=p, broker_ids=[1, 2, 3]) for p in (0, 1)])],
-            timeout_ms=30_000, validate_only=False), lambda r: [t.error_code for t in r.topics])
-    assert [t.error_code for t in resp.topics] == [0]
-    cluster.wait_full_isr([TOPIC], 2, timeout_s=30)
-    assert log_dirs(cluster, 1)[str(tmpfs)] == (0, {1})
+    assert log_dirs(cluster, 1)[str(tmpfs)] == (0, {1})  # partition 1 in the dir that will fail
     run_cli("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "brokers",
             "--entity-default", "--add-config",
             "self.healing.enable=true,self.healing.broker.failure.threshold.ms=2000")
