@@ -186,6 +186,8 @@ class SelfHealer:
     async def _persist(self) -> None:
         if self._save is None:
             return
+        if not self.core.healing and self._saved is None:
+            return  # nothing to record, and no znode to clear: a controller that never healed writes nothing
         data = encode_self_healing(self.core.healing)
         if data != self._saved:
             await self._save(data)

@@ -132,8 +132,11 @@ def test_exactly_once_through_kill9(tmp_path: Path, report_logs: Callable[[objec
 
         def progressed(n: int) -> None:
             start = loop.committed_batches if loop else 0
-            wait_for(lambda: loop is not None and (loop.committed_batches >= start + n or loop.done.is_set()), 120,
-                     f"{n} more committed batches")
+            try:
+                wait_for(lambda: loop is not None and (loop.committed_batches >= start + n or loop.done.is_set()), 120,
+                         f"{n} more committed batches")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the loop's errors: {loop.errors if loop else None}") from None
 
         progressed(3)
         coordinator = _coordinator(cluster, TXN_ID)
