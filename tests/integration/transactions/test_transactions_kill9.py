@@ -37,6 +37,7 @@ class TransformLoop:
         self.partitions = [TopicPartition(source, p) for p in range(PARTITIONS)]
         self.producer = self._new_producer()
         self.committed_batches = 0
+        self.idle_polls = 0  # consume() calls that brought no record
         self.errors: Counter[str] = Counter()
         self.done = threading.Event()
         self.failure: BaseException | None = None
@@ -59,8 +60,14 @@ class TransformLoop:
         try:
             self._rewind()
             while self._committed_total() < INPUT_RECORDS:
-                batch = [m for m in self.consumer.consume(100, 1.0) if m.error() is None]
+                batch = []
+                for m in self.consumer.consume(100, 1.0):
+                    if m.error() is None:
+                        batch.append(m)
+                    else:
+                        self.errors[f"consume: {m.error().name()}"] += 1
                 if not batch:
+                    self.idle_polls += 1
                     continue
                 try:
                     self.producer.begin_transaction()
@@ -136,7 +143,9 @@ def test_exactly_once_through_kill9(tmp_path: Path, report_logs: Callable[[objec
                 wait_for(lambda: loop is not None and (loop.committed_batches >= start + n or loop.done.is_set()), 120,
                          f"{n} more committed batches")
             except AssertionError as exc:
-                raise AssertionError(f"{exc}; the loop's errors: {loop.errors if loop else None}") from None
+                raise AssertionError(f"{exc}; the loop's errors: {loop.errors if loop else None}, idle polls "
+                                     f"{loop.idle_polls if loop else None}, positions "
+                                     f"{loop.consumer.position(loop.partitions) if loop else None}") from None
 
         progressed(3)
         coordinator = _coordinator(cluster, TXN_ID)
