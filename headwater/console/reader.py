@@ -58,6 +58,7 @@ from headwater.console.plan import DEFAULT_SPARK_MASTER, Plan, PlanStore, SparkP
 from headwater.protocol.config_resources import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC
 from headwater.protocol.error_messages import exception_text
 from headwater.protocol.errors import ErrorCode
+from headwater.protocol.frame import read_unsigned_varint
 
 log = logging.getLogger(__name__)
 CLIENT_ID = "headwater-console"
@@ -383,19 +384,8 @@ def ongoing_facts(resp: Any, memo: dict[str, tuple[Any, Any]] | None = None) -> 
 
 # --- decoding only the topics that changed --------------------------------------------------------
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
 def _compact_string_end(data: bytes, pos: int) -> tuple[str | None, int]:
-    n, pos = _uvarint(data, pos)
+    n, pos = read_unsigned_varint(data, pos)
     if n == 0:
         return None, pos
     return bytes(data[pos:pos + n - 1]).decode(), pos + n - 1
@@ -425,7 +415,7 @@ class TopicSegments:
 
     def _decode(self, response_cls: Any, api_key: int, version: int, payload: bytes) -> Any:
         pos = 4  # correlation id
-        tags, pos = _uvarint(payload, pos)  # response header v1's tagged fields
+        tags, pos = read_unsigned_varint(payload, pos)  # response header v1's tagged fields
         if tags:
             return None
         pos += 4  # throttle_time_ms
@@ -435,7 +425,7 @@ class TopicSegments:
         else:
             brokers_field = next(f for f in response_cls._struct.untagged_fields(version) if f.name == "brokers")
             decode_broker = brokers_field.array_of.compiled_decode_from(version, compact=True, tagged=True)
-            n, pos = _uvarint(payload, pos)
+            n, pos = read_unsigned_varint(payload, pos)
             for _ in range(max(0, n - 1)):
                 _broker, pos = decode_broker(memoryview(payload), pos)
             _cluster_id, pos = _compact_string_end(payload, pos)
@@ -443,7 +433,7 @@ class TopicSegments:
         topics_at = pos
         topics_field = next(f for f in response_cls._struct.untagged_fields(version) if f.name == "topics")
         decode_topic = topics_field.array_of.compiled_decode_from(version, compact=True, tagged=True)
-        n, pos = _uvarint(payload, pos)
+        n, pos = read_unsigned_varint(payload, pos)
         if n == 0:
             return None  # a null array: nothing to split
         view = memoryview(payload)
