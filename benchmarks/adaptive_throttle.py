@@ -11,7 +11,7 @@ Phases, one after the other in one run: ``no_move`` (``--baseline-s`` seconds), 
 ``static`` at each of ``--static-mb`` (``reassignment.throttled.rate`` at the cluster default),
 then ``adaptive`` (``reassignment.throttle.mode=adaptive``, floor ``--floor-mb``, ceiling
 ``--ceiling-mb``, and a produce target of ``--target-factor`` x the 90th percentile of broker 1's
-per-second p99 of acks=all produces during ``no_move``, read from its metrics, rounded up to a ms). For each move: the p50/p99 of the
+per-second p99 of acks=all produces during ``no_move``, read from its metrics). For each move: the p50/p99 of the
 messages sent while it ran, the copy rate (the partition's bytes over the move's time, from the
 AlterPartitionReassignments request until ListPartitionReassignments no longer lists it), and for
 the adaptive one the rate in force and its reason on broker 1 every half second. Every phase is
@@ -260,7 +260,7 @@ def main() -> None:
                 set_defaults(cluster, {"reassignment.throttled.rate": None})
             # The target an operator would pick from a dashboard of the brokers' per-second p99: what it
             # stays under 9 seconds in 10 without a move, plus the headroom the goal allows.
-            target_ms = max(1, math.ceil(args.target_factor * percentile(broker_p99, 0.9))) if broker_p99 else 100
+            target_ms = round(max(0.1, args.target_factor * percentile(broker_p99, 0.9)), 2) if broker_p99 else 100.0
             set_defaults(cluster, {"reassignment.throttle.mode": "adaptive",
                                  "reassignment.adaptive.min.throttled.rate": str(int(args.floor_mb * 1e6)),
                                  "reassignment.adaptive.max.throttled.rate": str(int(args.ceiling_mb * 1e6)),

@@ -10,6 +10,7 @@ DescribeConfigs reports as the value's source.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,11 +56,12 @@ ADAPTIVE_MAX_RATE = "reassignment.adaptive.max.throttled.rate"
 SELF_HEALING_ENABLE = "self.healing.enable"
 SELF_HEALING_THRESHOLD_MS = "self.healing.broker.failure.threshold.ms"
 SELF_HEALING_DRY_RUN = "self.healing.dry.run"
-HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, int, str]] = {
+HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, float, str]] = {
     "reassignment.throttled.rate": (ConfigType.LONG, 0, str((1 << 63) - 1)),
     "reassignment.max.concurrent.moves.per.broker": (ConfigType.INT, 1, str((1 << 31) - 1)),
     REASSIGNMENT_THROTTLE_MODE: (ConfigType.STRING, 0, "static"),
-    ADAPTIVE_MAX_PRODUCE_LATENCY_MS: (ConfigType.LONG, 1, "100"),
+    # A fraction of a ms: produces on a fast network are answered in one or two.
+    ADAPTIVE_MAX_PRODUCE_LATENCY_MS: (ConfigType.DOUBLE, 0.1, "100"),
     ADAPTIVE_MAX_FOLLOWER_LAG_MS: (ConfigType.LONG, 1, "5000"),
     ADAPTIVE_MIN_RATE: (ConfigType.LONG, 1, "1000000"),
     ADAPTIVE_MAX_RATE: (ConfigType.LONG, 1, "100000000"),
@@ -72,7 +74,7 @@ _HEADWATER_CHOICES = {REASSIGNMENT_THROTTLE_MODE: ("static", "adaptive"),
                       SELF_HEALING_ENABLE: ("true", "false"), SELF_HEALING_DRY_RUN: ("true", "false")}
 
 
-def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, int, int] | None:
+def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, float, int] | None:
     """(min rate, max rate, max produce latency ms, max follower lag ms) when the merged dynamic
     broker configs turn the adaptive reassignment throttle on, else None. A minimum above the
     maximum (a per-broker value against the cluster default) is raised to the maximum."""
@@ -85,9 +87,22 @@ def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, in
         except ValueError:  # only a hand-written znode gets here: the default
             return int(HEADWATER_BROKER_CONFIGS[name][2])
 
+    def latency_ms() -> float:
+        type_, low, default = HEADWATER_BROKER_CONFIGS[ADAPTIVE_MAX_PRODUCE_LATENCY_MS]
+        value = _number(configs.get(ADAPTIVE_MAX_PRODUCE_LATENCY_MS, default), type_)
+        return float(default) if value is None else max(low, value)
+
     high = number(ADAPTIVE_MAX_RATE)
-    return (min(number(ADAPTIVE_MIN_RATE), high), high, number(ADAPTIVE_MAX_PRODUCE_LATENCY_MS),
-            number(ADAPTIVE_MAX_FOLLOWER_LAG_MS))
+    return (min(number(ADAPTIVE_MIN_RATE), high), high, latency_ms(), number(ADAPTIVE_MAX_FOLLOWER_LAG_MS))
+
+
+def _number(value: str, type_: ConfigType) -> float | None:
+    """``value`` parsed as Kafka's ConfigDef parses a number of ``type_``, or None if it is not one."""
+    try:
+        number = float(value.strip()) if type_ is ConfigType.DOUBLE else int(value.strip())
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 @functools.lru_cache(maxsize=32)
@@ -135,11 +150,10 @@ def validate_broker_update(configs: Mapping[str, str | None], *, per_broker: boo
             continue
         if name in HEADWATER_BROKER_CONFIGS and value is not None:
             type_, low, _default = HEADWATER_BROKER_CONFIGS[name]
-            try:
-                number = int(value)
-            except ValueError:
+            number = _number(value, type_)
+            if number is None:
                 raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"Invalid value {value} for configuration {name}: Not a number of type {type_.name}") from None
+                                 f"Invalid value {value} for configuration {name}: Not a number of type {type_.name}")
             if number < low:
                 raise KafkaError(ErrorCode.INVALID_CONFIG,
                                  f"Invalid value {value} for configuration {name}: Value must be at least {low}")

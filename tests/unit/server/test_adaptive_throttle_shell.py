@@ -41,7 +41,12 @@ def test_configs_are_validated() -> None:
                             "reassignment.adaptive.max.throttled.rate": "50000000"}, per_broker=False)
     assert refused({"reassignment.throttle.mode": "fast"}) == (
         "Invalid value fast for configuration reassignment.throttle.mode: String must be one of: static, adaptive")
-    assert "Value must be at least 1" in refused({"reassignment.adaptive.max.produce.latency.ms": "0"})
+    # The produce target is a DOUBLE: a fraction of a ms is a target on a fast network.
+    validate_broker_update({"reassignment.adaptive.max.produce.latency.ms": "2.5"}, per_broker=False)
+    assert "Value must be at least 0.1" in refused({"reassignment.adaptive.max.produce.latency.ms": "0"})
+    assert refused({"reassignment.adaptive.max.produce.latency.ms": "NaN"}) == (
+        "Invalid value NaN for configuration reassignment.adaptive.max.produce.latency.ms: Not a number of type DOUBLE")
+    assert "Not a number of type LONG" in refused({"reassignment.adaptive.max.follower.lag.ms": "2.5"})
     assert "Not a number" in refused({"reassignment.adaptive.max.throttled.rate": "lots"})
     assert "Value must be at most" in refused({"reassignment.adaptive.min.throttled.rate": "5",
                                                "reassignment.adaptive.max.throttled.rate": "4"})
@@ -57,6 +62,8 @@ def test_settings_from_the_merged_configs() -> None:
     assert adaptive_throttle_settings({"reassignment.throttle.mode": "ADAPTIVE",
                                        "reassignment.adaptive.min.throttled.rate": "9",
                                        "reassignment.adaptive.max.throttled.rate": "5"}) == (5, 5, 100, 5000)
+    assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive",
+                                       "reassignment.adaptive.max.produce.latency.ms": "2.5"})[2] == 2.5
 
 
 def manager(tmp_path: Path) -> ReplicaManager:
