@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import (
     ArrayType,
@@ -142,6 +142,21 @@ class DeliveryFailures:
             )
 
 
+def flush_deliveries(producer: Producer, timeout_s: float) -> int:
+    """``producer.flush(timeout_s)`` served with poll(): how many records are still unanswered when
+    the time is up.
+
+    A fatal client error (a transactional producer fenced by a newer attempt, an idempotent one whose
+    sequence the cluster lost) is raised as KafkaException. confluent-kafka 2.16 on Python 3.11 raises
+    such an error out of flush() as the KafkaError object itself, which is not an exception: no except
+    clause but a bare one catches it.
+    """
+    deadline = time.monotonic() + timeout_s
+    while len(producer) and (left := deadline - time.monotonic()) > 0:
+        producer.poll(min(left, 0.1))
+    return len(producer)
+
+
 def _produce_when_room(producer: Producer, topic: str, *args: Any, **kwargs: Any) -> None:
     """librdkafka's queue is full: serve it until the record fits."""
     while True:
@@ -244,7 +259,10 @@ def write_batches(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Writ
     producer = Producer({**producer_config(opts), "on_delivery": failures.on_delivery})
     produced_by_topic = produce_batches(producer, batches, opts, failures)
     started = time.monotonic()
-    remaining = producer.flush(opts.flush_timeout_ms / 1000)
+    try:
+        remaining = flush_deliveries(producer, opts.flush_timeout_ms / 1000)
+    except KafkaException as exc:
+        raise TopicSourceError(f"the producer failed: {exc.args[0]}") from exc
     failures.raise_if_any()
     if remaining:
         raise TopicSourceError(

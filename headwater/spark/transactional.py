@@ -41,7 +41,13 @@ from pyspark import TaskContext
 from headwater.spark.cluster import client_logger
 from headwater.spark.errors import TopicSourceError
 from headwater.spark.options import ExactlyOnce, WriteOptions
-from headwater.spark.producer import DeliveryFailures, WriteResult, produce_batches, producer_config
+from headwater.spark.producer import (
+    DeliveryFailures,
+    WriteResult,
+    flush_deliveries,
+    produce_batches,
+    producer_config,
+)
 
 log = logging.getLogger("headwater.spark")
 
@@ -301,7 +307,7 @@ def write_transactional(batches: Iterator[pa.RecordBatch], opts: WriteOptions, w
         _txn_call("begin_transaction", txn_id, producer.begin_transaction, txn_timeout_ms)
         try:
             produced = produce_batches(producer, chain([first], batches), opts, failures)
-            remaining = producer.flush(timeout_s)
+            remaining = _txn_call("flush", txn_id, lambda: flush_deliveries(producer, timeout_s), txn_timeout_ms)
             failures.raise_if_any()
             if remaining:
                 raise TopicSourceError(

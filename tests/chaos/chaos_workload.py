@@ -70,6 +70,7 @@ from headwater.admin.reassign import (
 from headwater.admin.topics import create_topic
 from headwater.protocol.errors import ErrorCode
 from headwater.records.batch import scan_valid_prefix
+from headwater.spark.producer import flush_deliveries
 from headwater.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets
 from headwater.storage.manager import partition_dir_name
 
@@ -166,8 +167,9 @@ class ProducerWorkload:
         self._stop.set()
         self._thread.join()
         try:
-            # After a fatal error nothing more is delivered: what is queued stays unanswered.
-            remaining = len(self.producer) if self.fatal else drain(self.producer, timeout_s)
+            # After a fatal error nothing more is delivered: what is queued stays unanswered. Not flush():
+            # see flush_deliveries.
+            remaining = len(self.producer) if self.fatal else flush_deliveries(self.producer, timeout_s)
         except KafkaException as exc:
             self.fatal = self.fatal or str(exc)
             remaining = len(self.producer)
@@ -176,22 +178,6 @@ class ProducerWorkload:
             for seq in sorted(set(self.history.sent) - answered):
                 self.history.errors.append((seq, f"no answer within {timeout_s:.0f} s of the end"))
         return remaining
-
-
-def drain(producer: Producer, timeout_s: float) -> int:
-    """What ``producer.flush(timeout_s)`` does: serve delivery reports until nothing is in flight or
-    the time is up; returns how many messages are still in flight.
-
-    A fatal client error (an idempotent producer's sequence desynchronised by lost records, a fenced
-    transactional producer) raises KafkaException from poll(). confluent-kafka 2.16.1 on Python 3.11
-    raises it out of flush() as the KafkaError object itself, which is not an exception: no except
-    clause but a bare one catches it, and it crashed pytest. flush() goes on serving delivery reports
-    after the error; poll() returns at once.
-    """
-    deadline = time.monotonic() + timeout_s
-    while len(producer) and (left := deadline - time.monotonic()) > 0:
-        producer.poll(min(left, 0.1))
-    return len(producer)
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> tuple[
@@ -687,7 +673,7 @@ class TransactionalWorkload:
             producer = self._new_producer()
             while not self._stop.wait(self.interval_s):
                 producer = self._one(producer)
-            drain(producer, 5)
+            flush_deliveries(producer, 5)
         except Exception as exc:
             self.fatal = f"{type(exc).__name__}: {exc}"
 
@@ -755,7 +741,7 @@ class TransactionalWorkload:
             if abort:
                 # Written first, so the abort has records to hide: abort_transaction alone would
                 # purge them unsent (linger.ms) and the log would never hold them.
-                drain(producer, self.OP_TIMEOUT_S)
+                flush_deliveries(producer, self.OP_TIMEOUT_S)
                 self._retrying(producer.abort_transaction)
                 txn.outcome = "aborted"
             else:

@@ -1,7 +1,8 @@
-"""The workloads' producers report a fatal client error as an exception.
+"""``flush_deliveries`` raises a fatal client error as a KafkaException, and the writer turns it into
+a TopicSourceError.
 
 The error is real, raised by librdkafka itself (``rd_kafka_test_fatal_error``, its API for testing
-this path) in a producer on librdkafka's in-process mock cluster.
+this path) in a producer on librdkafka's in-process mock cluster (``test.mock.num.brokers``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
-from chaos_workload import drain
 from confluent_kafka import KafkaError, KafkaException, Producer
+
+from headwater.spark.producer import flush_deliveries
 
 
 def _inject_fatal_error(producer: Producer, code: int, reason: bytes) -> None:
@@ -24,16 +26,25 @@ def _inject_fatal_error(producer: Producer, code: int, reason: bytes) -> None:
     assert rdkafka.rd_kafka_test_fatal_error(handle, code, reason) == 0
 
 
-def test_drain_raises_a_fatal_error_as_a_kafka_exception() -> None:
+def test_a_fatal_error_while_flushing_is_raised_as_a_kafka_exception() -> None:
     producer = Producer({"test.mock.num.brokers": 1, "enable.idempotence": True, "acks": "all",
                          "linger.ms": 50, "log_level": 0})
     delivered: list[KafkaError | None] = []
     for i in range(20):
-        producer.produce("chaos", value=b"%d" % i, on_delivery=lambda err, _msg: delivered.append(err))
+        producer.produce("events", value=b"%d" % i, on_delivery=lambda err, _msg: delivered.append(err))
     _inject_fatal_error(producer, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, b"sequence desynchronised")
     with pytest.raises(KafkaException) as raised:
-        drain(producer, 10)
+        flush_deliveries(producer, 10)
     error = raised.value.args[0]
     assert error.fatal() and error.code() == KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert "sequence desynchronised" in error.str()
     assert None not in delivered  # nothing reported as delivered
+
+
+def test_flush_deliveries_waits_for_every_answer() -> None:
+    producer = Producer({"test.mock.num.brokers": 1, "enable.idempotence": True, "acks": "all", "log_level": 0})
+    delivered: list[KafkaError | None] = []
+    for i in range(50):
+        producer.produce("events", value=b"%d" % i, on_delivery=lambda err, _msg: delivered.append(err))
+    assert flush_deliveries(producer, 30) == 0
+    assert delivered == [None] * 50
