@@ -61,7 +61,7 @@ HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, float, str]] = {
     "reassignment.max.concurrent.moves.per.broker": (ConfigType.INT, 1, str((1 << 31) - 1)),
     REASSIGNMENT_THROTTLE_MODE: (ConfigType.STRING, 0, "static"),
     # A fraction of a ms: produces on a fast network are answered in one or two.
-    ADAPTIVE_MAX_PRODUCE_LATENCY_MS: (ConfigType.DOUBLE, 0.1, "100"),
+    ADAPTIVE_MAX_PRODUCE_LATENCY_MS: (ConfigType.DOUBLE, 0.1, "100.0"),
     ADAPTIVE_MAX_FOLLOWER_LAG_MS: (ConfigType.LONG, 1, "5000"),
     ADAPTIVE_MIN_RATE: (ConfigType.LONG, 1, "1000000"),
     ADAPTIVE_MAX_RATE: (ConfigType.LONG, 1, "100000000"),

@@ -1,5 +1,5 @@
-"""``flush_deliveries`` raises a fatal client error as a KafkaException, and the writer turns it into
-a TopicSourceError.
+"""``flush_deliveries`` raises a fatal client error as a KafkaException (which the writers turn into a
+TopicSourceError), where the client's own flush() raises an object no except clause catches.
 
 The error is real, raised by librdkafka itself (``rd_kafka_test_fatal_error``, its API for testing
 this path) in a producer on librdkafka's in-process mock cluster (``test.mock.num.brokers``).
