@@ -133,6 +133,19 @@ def prop(driver: Any, selector: str, name: str) -> Any:
                                  selector, name)
 
 
+def text(driver: Any, selector: str) -> str:
+    """The rendered text of the element ``selector`` finds ("" if none), read in one script: the pages
+    rebuild their tables from every snapshot, so a found element may be gone when its text is read."""
+    return str(prop(driver, selector, "innerText") or "")
+
+
+def texts_by_id(driver: Any, selector: str) -> dict[str, str]:
+    """The rendered text of every element ``selector`` finds, by its id, read in one script."""
+    pairs = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map(e => [e.id, e.innerText]);", selector)
+    return {str(i): str(t) for i, t in pairs}
+
+
 def attr(driver: Any, selector: str, name: str) -> str | None:
     """An attribute of the element ``selector`` finds (None: no such element or attribute), read in one script."""
     value = driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.getAttribute(arguments[1]) : null;",

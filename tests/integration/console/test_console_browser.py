@@ -24,7 +24,18 @@ from typing import Any
 import pytest
 from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from confluent_kafka import Producer
-from console_support import ConsoleProcess, attr, click, css, prop, screenshot, wait_css, wait_new_snapshot
+from console_support import (
+    ConsoleProcess,
+    attr,
+    click,
+    css,
+    prop,
+    screenshot,
+    text,
+    texts_by_id,
+    wait_css,
+    wait_new_snapshot,
+)
 from kafka.protocol.admin import DescribeConfigsRequest
 
 from headwater.admin.client import AdminClient
@@ -97,18 +108,18 @@ def test_pages_show_the_cluster(console: ConsoleProcess, browser: Any, workdir: 
                                 capsys: pytest.CaptureFixture[str]) -> None:
     browser.get(console.url + "/cluster")
     wait_for(lambda: len(css(browser, "#brokers tr.broker")) == 4, 30, "four brokers on the Cluster page")
-    rows = {r.get_attribute("id"): r.text for r in css(browser, "#brokers tr.broker")}
+    rows = texts_by_id(browser, "#brokers tr.broker")
     assert set(rows) == {"broker-1", "broker-2", "broker-3", "broker-4"}
-    assert all("alive" in text for text in rows.values()), rows
-    assert sum("controller" in text for text in rows.values()) == 1, rows
-    assert "Under-replicated: 0" in css(browser, "#health")[0].text
+    assert all("alive" in row for row in rows.values()), rows
+    assert sum("controller" in row for row in rows.values()) == 1, rows
+    assert "Under-replicated: 0" in text(browser, "#health")
     screenshot(browser, workdir, "cluster", capsys)
 
     browser.get(console.url + "/topics")
     wait_css(browser, f"#topic-{TOPIC}")
     assert css(browser, f"#topic-{OTHER}")
-    text = css(browser, "#content")[0].text
-    assert "3.0 MiB" in text or "MiB" in text, text  # partition sizes from DescribeLogDirs
+    content = text(browser, "#content")
+    assert "3.0 MiB" in content or "MiB" in content, content  # partition sizes from DescribeLogDirs
     screenshot(browser, workdir, "topics", capsys)
 
 
@@ -182,7 +193,7 @@ def test_reassignment_progress_cancel_and_throttle(cluster: LocalCluster, consol
     # Both moves show, live (no reload), throttled, with their progress bars.
     wait_css(browser, f"#move-{TOPIC}-0 .bar")
     wait_css(browser, f"#move-{TOPIC}-1 .bar")
-    assert "throttled" in css(browser, f"#move-{TOPIC}-0")[0].text
+    assert "throttled" in text(browser, f"#move-{TOPIC}-0")
     shares: list[float] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len({s for s in shares if 0 < s < 100}) < 3:
@@ -200,7 +211,7 @@ def test_reassignment_progress_cancel_and_throttle(cluster: LocalCluster, consol
     wait_for(lambda: sorted(replicas(cluster, TOPIC)[1]) == [1, 2] and not css(browser, f"#move-{TOPIC}-1"),
              60, "partition 1 back on [1, 2]")
     assert replicas(cluster, TOPIC)[1] == [1, 2]
-    wait_for(lambda: "cancelled" in (css(browser, f"#done-{TOPIC}-1") or [None])[0].text, 30,
+    wait_for(lambda: "cancelled" in text(browser, f"#done-{TOPIC}-1"), 30,
              "the cancelled move among the completed ones")
 
     # Raise the throttle from the page; the brokers of the move get the new rate.
@@ -214,7 +225,7 @@ def test_reassignment_progress_cancel_and_throttle(cluster: LocalCluster, consol
 
     # Partition 0 finishes: 100 % overall and in the completed list.
     wait_for(lambda: not css(browser, f"#move-{TOPIC}-0"), 120, "partition 0's move to finish")
-    wait_for(lambda: "completed" in css(browser, f"#done-{TOPIC}-0")[0].text, 30, "partition 0 completed")
+    wait_for(lambda: "completed" in text(browser, f"#done-{TOPIC}-0"), 30, "partition 0 completed")
     wait_for(lambda: css(browser, "#overall .bar")[0].get_attribute("data-share") == "100.0", 30, "the overall bar at 100 %")
     assert css(browser, f"#done-{TOPIC}-0 .bar")[0].get_attribute("data-share") == "100.0"
     assert sorted(replicas(cluster, TOPIC)[0]) == [3, 4]
@@ -264,14 +275,14 @@ def test_cancel_selected_moves(cluster: LocalCluster, console: ConsoleProcess, b
              "partitions 0 and 2 back on [1, 2]")
     assert in_flight(cluster, CHOSEN) <= {1}
     assert sorted(replicas(cluster, CHOSEN)[1]) in ([1, 2, 3, 4], [3, 4])  # still moving (adding 3, 4), or done
-    wait_for(lambda: "cancelled" in css(browser, f"#done-{CHOSEN}-0")[0].text
-             and "cancelled" in css(browser, f"#done-{CHOSEN}-2")[0].text, 30, "both cancels among the ended moves")
+    wait_for(lambda: "cancelled" in text(browser, f"#done-{CHOSEN}-0")
+             and "cancelled" in text(browser, f"#done-{CHOSEN}-2"), 30, "both cancels among the ended moves")
     screenshot(browser, workdir, "reassignments-selected-cancelled", capsys)
 
     wait_for(lambda: not in_flight(cluster, CHOSEN) and replicas(cluster, CHOSEN)[1] == [3, 4], 120,
              "partition 1 to complete on [3, 4]")
     assert replicas(cluster, CHOSEN) == {0: [1, 2], 1: [3, 4], 2: [1, 2]}
-    wait_for(lambda: "completed" in css(browser, f"#done-{CHOSEN}-1")[0].text, 30, "partition 1 completed on the page")
+    wait_for(lambda: "completed" in text(browser, f"#done-{CHOSEN}-1"), 30, "partition 1 completed on the page")
     assert prop(browser, "#cancel-selected", "disabled") is True  # nothing left ticked
 
 

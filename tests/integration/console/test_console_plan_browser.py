@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from confluent_kafka import Producer
-from console_support import ConsoleProcess, css, descendants, prop, running, screenshot, wait_css
+from console_support import ConsoleProcess, css, descendants, prop, running, screenshot, text, wait_css
 
 from headwater.admin.client import AdminClient
 from headwater.admin.local import free_port
@@ -125,8 +125,9 @@ def test_heat_map_and_quotas_pages(console: ConsoleProcess, browser: Any, workdi
     screenshot(browser, workdir, "topics-heatmap", capsys)
 
     browser.get(console.url + "/quotas")
-    row = wait_css(browser, "#quotas tr.quota")
-    assert "alice" in row.text and "10" in row.text, row.text
+    wait_css(browser, "#quotas tr.quota")
+    quota = text(browser, "#quotas tr.quota")
+    assert "alice" in quota and "10" in quota, quota
     screenshot(browser, workdir, "quotas", capsys)
 
 
@@ -200,8 +201,9 @@ def test_plan_execute_and_elect_from_the_page(cluster: LocalCluster, console: Co
 
     # The moves show on the Reassignments page, throttled, and complete.
     browser.get(console.url + "/reassignments")
-    row = wait_css(browser, "#moves tr.move", 30)
-    assert "throttled" in row.text, row.text
+    wait_css(browser, "#moves tr.move", 30)
+    move = text(browser, "#moves tr.move")
+    assert "throttled" in move, move
     screenshot(browser, workdir, "plan-executing", capsys)
     wait_for(lambda: not css(browser, "#moves tr.move"), 120, "the plan's moves to finish")
     wait_for(lambda: css(browser, "#overall .bar")[0].get_attribute("data-share") == "100.0", 30, "100 %")
@@ -218,7 +220,7 @@ def test_plan_execute_and_elect_from_the_page(cluster: LocalCluster, console: Co
     button.click()
     wait_for(lambda: all(leader == r[0] for r, leader in partitions(cluster).values()), 60,
              "every partition led by its preferred leader")
-    wait_for(lambda: "Every partition is led by its preferred leader" in css(browser, "#plan-exec")[0].text, 30,
+    wait_for(lambda: "Every partition is led by its preferred leader" in text(browser, "#plan-exec"), 30,
              "the page to show the preferred leaders")
     screenshot(browser, workdir, "plan-elected", capsys)
     # verify's clean-up, which the election request runs first: the throttle goes once the moves are
