@@ -81,19 +81,15 @@ def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, fl
     if configs.get(REASSIGNMENT_THROTTLE_MODE, "static").strip().lower() != "adaptive":
         return None
 
-    def number(name: str) -> int:
-        try:
-            return max(1, int(configs.get(name, HEADWATER_BROKER_CONFIGS[name][2])))
-        except ValueError:  # only a hand-written znode gets here: the default
-            return int(HEADWATER_BROKER_CONFIGS[name][2])
-
-    def latency_ms() -> float:
-        type_, low, default = HEADWATER_BROKER_CONFIGS[ADAPTIVE_MAX_PRODUCE_LATENCY_MS]
-        value = _number(configs.get(ADAPTIVE_MAX_PRODUCE_LATENCY_MS, default), type_)
+    def setting(name: str) -> float:
+        type_, low, default = HEADWATER_BROKER_CONFIGS[name]
+        value = _number(configs.get(name, default), type_)
+        # Not a number: only a hand-written znode gets here, and gets the default.
         return float(default) if value is None else max(low, value)
 
-    high = number(ADAPTIVE_MAX_RATE)
-    return (min(number(ADAPTIVE_MIN_RATE), high), high, latency_ms(), number(ADAPTIVE_MAX_FOLLOWER_LAG_MS))
+    high = int(setting(ADAPTIVE_MAX_RATE))
+    return (min(int(setting(ADAPTIVE_MIN_RATE)), high), high, setting(ADAPTIVE_MAX_PRODUCE_LATENCY_MS),
+            int(setting(ADAPTIVE_MAX_FOLLOWER_LAG_MS)))
 
 
 def _number(value: str, type_: ConfigType) -> float | None:

@@ -257,11 +257,11 @@ def write_batches(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Writ
     """Produce every row of ``batches``; return only when all are acknowledged."""
     failures = DeliveryFailures()
     producer = Producer({**producer_config(opts), "on_delivery": failures.on_delivery})
-    produced_by_topic = produce_batches(producer, batches, opts, failures)
-    started = time.monotonic()
     try:
+        produced_by_topic = produce_batches(producer, batches, opts, failures)
+        started = time.monotonic()
         remaining = flush_deliveries(producer, opts.flush_timeout_ms / 1000)
-    except KafkaException as exc:
+    except KafkaException as exc:  # a fatal client error, from any poll()
         raise TopicSourceError(f"the producer failed: {exc.args[0]}") from exc
     failures.raise_if_any()
     if remaining:
