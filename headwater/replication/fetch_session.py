@@ -183,6 +183,10 @@ class SessionBuilder:
     epoch: int = INITIAL_EPOCH
     sent: dict[Key, PartitionRequest] = field(default_factory=dict)
     """What the leader's session holds for each partition, as far as we know."""
+    told: dict[Key, int] = field(default_factory=dict)
+    """The high watermark the leader last answered for each partition in this session. It answers a
+    partition again only when that changes, so a fetcher that missed the answer (made by a new
+    leader epoch while the fetch was out) learns it here, or not until the next record."""
 
     def next_fetch(self, wanted: Mapping[Key, PartitionRequest]) -> tuple[int, int, dict[Key, PartitionRequest], list[Key]]:
         """(session id, epoch, partitions to send, partitions to forget) for a fetch of ``wanted``."""
@@ -202,6 +206,7 @@ class SessionBuilder:
             self.session_id = response_session_id
             self.epoch = 1
             self.sent = dict(sent) if response_session_id else {}
+            self.told = {}
             return
         if response_session_id != self.session_id:
             self.reset()
@@ -210,9 +215,20 @@ class SessionBuilder:
         self.sent.update(sent)
         for key in forgotten:
             self.sent.pop(key, None)
+            self.told.pop(key, None)
+
+    def answered(self, key: Key, high_watermark: int) -> None:
+        """The response ``on_response`` just accepted carried this partition."""
+        if self.session_id:
+            self.told[key] = high_watermark
+
+    def last_told(self, key: Key) -> int | None:
+        """The leader's high watermark for this partition as this session last heard it, if at all."""
+        return self.told.get(key)
 
     def reset(self) -> None:
         """Back to a full fetch (a lost connection, a timeout, a session error)."""
         self.session_id = 0
         self.epoch = INITIAL_EPOCH
         self.sent = {}
+        self.told = {}

@@ -207,6 +207,23 @@ class FollowerFetcher:
         lag = self.lag
         return lag is not None and lag <= 0
 
+    @property
+    def leader_high_watermark(self) -> int:
+        """The leader's high watermark as its last answer told it (negative: no answer yet)."""
+        return self._leader_high_watermark
+
+    def learn_leader_high_watermark(self, high_watermark: int) -> None:
+        """The leader's high watermark from before this fetcher's first answer: what the fetcher of
+        the previous leader epoch knew, or what the fetch session was last told. A new epoch does not
+        move this replica's log, but a fetcher that knows nothing counts as lagging, and a lagging
+        replica waits for the follower throttle's budget: after a copy's answer that can be a
+        minute, longer than ``replica.lag.time.max.ms``, so the replica would drop out of the ISR
+        or never rejoin it. (Kafka's windowed quota forgets a burst within about eleven seconds; the
+        token bucket here pays it back in full.) Nor may the leader answer soon: its fetch session
+        answers a partition only when its high watermark changes."""
+        if self._leader_high_watermark < 0:
+            self._leader_high_watermark = high_watermark
+
     # ---- requests ----------------------------------------------------------------------------------
 
     def next_request(self, now_ms: int) -> FetchRequestFields | None:

@@ -509,6 +509,7 @@ class PartitionReplica:
             self.fetcher = None
             return LeaderAndIsrOutcome(ErrorCode.NONE, Role.FOLLOWER, new_leader_epoch=True,
                                        stop_fetcher=True, fail_pending_acks=was_leader)
+        previous = self.fetcher
         self.fetcher = FollowerFetcher(
             leader_id=state.leader,
             leader_epoch=state.leader_epoch,
@@ -517,6 +518,8 @@ class PartitionReplica:
             high_watermark=self._high_watermark,
             fetch_backoff_ms=self.replica_fetch_backoff_ms,
         )
+        if previous is not None:
+            self.fetcher.learn_leader_high_watermark(previous.leader_high_watermark)
         return LeaderAndIsrOutcome(
             ErrorCode.NONE, Role.FOLLOWER, new_leader_epoch=True, start_fetcher=True, fail_pending_acks=was_leader
         )

@@ -115,6 +115,9 @@ class ReplicaFetchers:
             for h in hosted:
                 fetcher = h.replica.fetcher
                 assert fetcher is not None
+                key = (h.replica.topic, h.replica.partition)
+                if fetcher.lag is None and (told := session.last_told(key)) is not None:
+                    fetcher.learn_leader_high_watermark(told)
                 limiters = self._follower_limiters(h, fetcher.in_sync)
                 if any_exceeded(limiters, now):
                     # A lagging throttled replica waits for its byte budget.
@@ -124,7 +127,6 @@ class ReplicaFetchers:
                 fields = fetcher.next_request(now)
                 if fields is None:
                     continue
-                key = (h.replica.topic, h.replica.partition)
                 requests[key] = (h, fields)
                 if limiters:
                     # Reserve the most this partition can bring now and settle on the answer, so the
@@ -195,6 +197,9 @@ class ReplicaFetchers:
                 if epoch == INITIAL_EPOCH:  # not a session's error: do not ask again at once
                     await asyncio.sleep(self.replica_fetch_backoff_ms / 1000)
                 continue
+            for t in resp.responses:
+                for p in t.partitions:
+                    session.answered((t.topic, p.partition_index), p.high_watermark)
             try:
                 await self._on_fetch_response(leader_id, requests, resp, fetched)
             finally:

@@ -149,3 +149,28 @@ def test_the_leader_session_always_holds_what_the_follower_wants(rounds: list[di
             follower.reset()  # the answer was lost: the follower starts over
         else:
             follower.on_response(error, answer_id, epoch, send, forgotten)
+
+
+def test_the_follower_remembers_the_high_watermark_the_leader_last_answered() -> None:
+    """The leader answers a session's partition again only when something changed
+    (``must_answer``), so a fetcher made after the answer learns the high watermark from here."""
+    b = SessionBuilder()
+    wanted = {("t", 0): pr(10), ("t", 1): pr(20)}
+    _, epoch, send, forgotten = b.next_fetch(wanted)
+    b.on_response(ErrorCode.NONE, 77, epoch, send, forgotten)
+    b.answered(("t", 0), 10)
+    b.answered(("t", 1), 25)
+    assert b.last_told(("t", 0)) == 10 and b.last_told(("t", 1)) == 25
+    _, epoch, send, forgotten = b.next_fetch({("t", 0): pr(10)})  # t-1 forgotten: the leader drops it
+    b.on_response(ErrorCode.NONE, 77, epoch, send, forgotten)
+    assert b.last_told(("t", 0)) == 10 and b.last_told(("t", 1)) is None
+    b.reset()
+    assert b.last_told(("t", 0)) is None
+
+
+def test_a_follower_without_a_session_remembers_nothing() -> None:
+    b = SessionBuilder()
+    _, epoch, send, forgotten = b.next_fetch({("t", 0): pr(1)})
+    b.on_response(ErrorCode.NONE, 0, epoch, send, forgotten)  # the leader keeps no session
+    b.answered(("t", 0), 5)
+    assert b.last_told(("t", 0)) is None

@@ -227,3 +227,50 @@ def test_follower_high_watermark_follows_the_leaders_even_down() -> None:
     assert req is not None
     respond(f, log, req, PartitionFetchResponse(ErrorCode.NONE, high_watermark=7, log_start_offset=0))
     assert f.on_appended(10, 1).high_watermark == 7
+
+
+def test_a_new_leader_epoch_keeps_what_the_follower_knew_of_the_leaders_high_watermark() -> None:
+    """A follower in sync stays in sync across a LeaderAndIsr that bumps the epoch: Kafka's follower
+    throttle (``!isReplicaInSync && isQuotaExceeded``) must not hold it back as a lagging replica.
+    One that lagged keeps lagging, and a fetcher that never had an answer still knows nothing."""
+    log = ModelLog([1] * 10)
+    log.high_watermark = 10
+    r = PartitionReplica("t", 0, 1)
+    r.apply_leader_and_isr(LeaderAndIsrState(2, 1, (1, 2), 1, (1, 2)), log_end_offset=10, latest_epoch=1,
+                           high_watermark=10, now_ms=T0)
+    assert r.fetcher is not None and r.fetcher.lag is None  # no answer yet: not known to be in sync
+    r.apply_leader_and_isr(LeaderAndIsrState(2, 2, (1, 2), 2, (1, 2)), log_end_offset=10, latest_epoch=1,
+                           high_watermark=10, now_ms=T0)
+    assert r.fetcher is not None and r.fetcher.lag is None
+    req = r.fetcher.next_request(T0)
+    assert req is not None
+    respond(r.fetcher, log, req, PartitionFetchResponse(ErrorCode.NONE, high_watermark=10, log_start_offset=0))
+    r.fetcher.on_appended(10, 1)
+    assert r.fetcher.in_sync
+    r.apply_leader_and_isr(LeaderAndIsrState(2, 3, (1, 2), 3, (1, 2)), log_end_offset=10, latest_epoch=1,
+                           high_watermark=10, now_ms=T0)
+    assert r.fetcher.current_leader_epoch == 3 and r.fetcher.in_sync
+
+    behind = PartitionReplica("t", 0, 1)
+    behind.apply_leader_and_isr(LeaderAndIsrState(2, 1, (2,), 1, (1, 2)), log_end_offset=4, latest_epoch=1,
+                                high_watermark=4, now_ms=T0)
+    assert behind.fetcher is not None
+    req = behind.fetcher.next_request(T0)
+    assert req is not None
+    respond(behind.fetcher, ModelLog([1] * 4), req,
+            PartitionFetchResponse(ErrorCode.NONE, high_watermark=10, log_start_offset=0))
+    behind.fetcher.on_appended(4, 1)
+    behind.apply_leader_and_isr(LeaderAndIsrState(2, 2, (2,), 2, (1, 2)), log_end_offset=4, latest_epoch=1,
+                                high_watermark=4, now_ms=T0)
+    assert behind.fetcher.lag == 6 and not behind.fetcher.in_sync
+
+
+def test_an_answer_learned_elsewhere_fills_in_only_what_the_fetcher_does_not_know() -> None:
+    log = ModelLog([1] * 10)
+    f = fetcher_for(log)
+    f.learn_leader_high_watermark(-1)  # an error answer's high watermark says nothing
+    assert f.lag is None
+    f.learn_leader_high_watermark(10)
+    assert f.in_sync
+    f.learn_leader_high_watermark(20)  # what the fetcher knows already stays
+    assert f.lag == 0
