@@ -113,12 +113,17 @@ def test_a_broker_back_mid_heal_keeps_the_partitions_still_copying(
     cluster = cluster_factory(6, broker_props=racked)
     cluster.create_topic(TOPIC, PARTITIONS, 3, min_insync_replicas="2")
     cluster.wait_full_isr([TOPIC], PARTITIONS)
-    # Enough data that a slow copy is still running when the broker returns.
+    # 3 MiB a partition, three times what one fetch answer to an adding replica carries (1 MiB): the
+    # throttle charges an answer's bytes after sending it (Kafka's quota overshoots by one response
+    # too), so a partition that fits in one answer is copied at once, however low the rate.
     p = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
     acked: dict[tuple[int, int], bytes] = {}
-    for i in range(3000):
-        value = f"{i:06d}".encode() * 170
-        md = p.send(TOPIC, value=value, partition=i % PARTITIONS).get(30)
+    futures = []
+    for i in range(48 * PARTITIONS):
+        value = f"{i:06d}".encode() * 10923  # 64 KiB
+        futures.append((p.send(TOPIC, value=value, partition=i % PARTITIONS), value))
+    for future, value in futures:
+        md = future.get(30)
         acked[(md.partition, md.offset)] = value
     p.close()
     # Kafka's replication throttle on every replica out of the ISR: the healing copies crawl.
