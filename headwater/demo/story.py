@@ -44,10 +44,16 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from headwater.admin.client import AdminClient
+from headwater.admin.client import AdminClient, AdminError
 from headwater.admin.cluster import start_cluster, start_new_broker, stop_cluster
 from headwater.admin.local import free_port, free_port_range
-from headwater.admin.reassign import Cluster, copy_progress, format_reassignment_json, replica_sizes
+from headwater.admin.reassign import (
+    Cluster,
+    ToolError,
+    copy_progress,
+    format_reassignment_json,
+    replica_sizes,
+)
 from headwater.demo.phases import PhaseWatcher, Row, fmt, phase, phase_table
 from headwater.demo.traffic import Ledger, LiveProducer, missing, preload
 
@@ -197,7 +203,10 @@ class Demo:
             started, first_copied = time.monotonic(), None
             with progress:
                 while time.monotonic() < deadline:
-                    done = poll()
+                    try:
+                        done = poll()
+                    except (AdminError, ToolError):  # the controller between two states: ask again
+                        done = False
                     copied, total = totals()
                     progress.update(task, completed=copied, total=max(total, 1))
                     if first_copied is None:
@@ -478,5 +487,7 @@ def run_demo(data_dir: Path | None, keep_console: bool = False, listen: str | No
     for what, passed in demo.checks:
         summary.add_row(what, "yes" if passed else "[red]NO[/]")
     console.print(summary)
+    if failed is not None:  # again after the brokers' logs, where a reader of the output's tail sees it
+        console.print(f"[red]the demo stopped at: {failed!r}[/]")
     console.rule("[bold green]demo passed" if ok else "[bold red]demo failed")
     return 0 if ok else 1
