@@ -44,6 +44,9 @@ FETCH_MAX_BYTES = 10 * 1024 * 1024
 FETCH_PARTITION_MAX_BYTES = 1024 * 1024
 EARLIEST, LATEST = -2, -1
 YIELD_AFTER_BYTES = 256 * 1024
+# A probe's partition_max_bytes: the leader sends nothing, or one batch if the partition comes first
+# in its answer (KIP-74).
+PROBE_BYTES = 1
 
 
 class ReplicaFetchers:
@@ -110,7 +113,8 @@ class ReplicaFetchers:
                 return
             now = now_ms()
             requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]] = {}
-            reserved: dict[tuple[str, int], tuple[ByteRateLimiter, ...]] = {}
+            reserved: dict[tuple[str, int], tuple[tuple[ByteRateLimiter, ...], int]] = {}  # limiters, bytes
+            probes: set[tuple[str, int]] = set()
             throttle_wait_ms: int | None = None  # until the first held-back partition may fetch again
             for h in hosted:
                 fetcher = h.replica.fetcher
@@ -119,21 +123,31 @@ class ReplicaFetchers:
                 if fetcher.lag is None and (told := session.last_told(key)) is not None:
                     fetcher.learn_leader_high_watermark(told)
                 limiters = self._follower_limiters(h, fetcher.in_sync)
+                probe = False
                 if any_exceeded(limiters, now):
-                    # A lagging throttled replica waits for its byte budget.
-                    wait = delay_ms(limiters, now)
-                    throttle_wait_ms = wait if throttle_wait_ms is None else min(throttle_wait_ms, wait)
-                    continue
+                    if fetcher.lag is not None:
+                        # A lagging throttled replica waits for its byte budget.
+                        wait = delay_ms(limiters, now)
+                        throttle_wait_ms = wait if throttle_wait_ms is None else min(throttle_wait_ms, wait)
+                        continue
+                    # A fetcher with no answer yet (a restarted broker, a new leader) does not know
+                    # whether it lags. It asks for next to nothing, which tells the leader its
+                    # position (so it may rejoin the ISR) and tells it the leader's high watermark,
+                    # rather than waiting out a debt that can outlast replica.lag.time.max.ms.
+                    probe = True
                 fields = fetcher.next_request(now)
                 if fields is None:
                     continue
                 requests[key] = (h, fields)
-                if limiters:
+                if probe:
+                    probes.add(key)
+                    reserved[key] = (limiters, 0)  # charged for what it brings
+                elif limiters:
                     # Reserve the most this partition can bring now and settle on the answer, so the
                     # next partitions, and the fetch loops of other leaders sharing the limiter, see
                     # the budget spent instead of all passing the check and overshooting together.
                     record_all(limiters, FETCH_PARTITION_MAX_BYTES, now)
-                    reserved[key] = limiters
+                    reserved[key] = (limiters, FETCH_PARTITION_MAX_BYTES)
             if not requests:
                 wakeup.clear()
                 wait_ms = self.replica_fetch_backoff_ms
@@ -151,7 +165,8 @@ class ReplicaFetchers:
             share = max(FETCH_PARTITION_MAX_BYTES, FETCH_MAX_BYTES // len(requests))
             wanted = {key: PartitionRequest(f.fetch_offset, f.current_leader_epoch, f.last_fetched_epoch,
                                             h.plog.log_start_offset,
-                                            FETCH_PARTITION_MAX_BYTES if key in reserved else share)
+                                            PROBE_BYTES if key in probes
+                                            else FETCH_PARTITION_MAX_BYTES if key in reserved else share)
                       for key, (h, f) in requests.items()}
             session_id, epoch, send, forgotten = session.next_fetch(wanted)
             by_topic: dict[str, list[tuple[int, PartitionRequest]]] = {}
@@ -206,11 +221,12 @@ class ReplicaFetchers:
                 self._settle(reserved, fetched)
 
     @staticmethod
-    def _settle(reserved: dict[tuple[str, int], tuple[ByteRateLimiter, ...]], fetched: dict[tuple[str, int], int]) -> None:
+    def _settle(reserved: dict[tuple[str, int], tuple[tuple[ByteRateLimiter, ...], int]],
+                fetched: dict[tuple[str, int], int]) -> None:
         """Charge what each throttled partition really brought instead of what was reserved."""
         now = now_ms()
-        for key, limiters in reserved.items():
-            record_all(limiters, fetched.get(key, 0) - FETCH_PARTITION_MAX_BYTES, now)
+        for key, (limiters, amount) in reserved.items():
+            record_all(limiters, fetched.get(key, 0) - amount, now)
 
     async def _on_fetch_response(self, leader_id: int, requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]],
                                  resp: FetchedResponse, fetched: dict[tuple[str, int], int]) -> None:
