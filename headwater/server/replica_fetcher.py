@@ -125,15 +125,16 @@ class ReplicaFetchers:
                 limiters = self._follower_limiters(h, fetcher.in_sync)
                 probe = False
                 if any_exceeded(limiters, now):
-                    if fetcher.lag is not None:
-                        # A lagging throttled replica waits for its byte budget.
+                    if fetcher.lag is not None or self.broker_id in h.replica.adding_replicas:
+                        # A lagging throttled replica, or a copy, waits for its byte budget.
                         wait = delay_ms(limiters, now)
                         throttle_wait_ms = wait if throttle_wait_ms is None else min(throttle_wait_ms, wait)
                         continue
-                    # A fetcher with no answer yet (a restarted broker, a new leader) does not know
+                    # A replica with no answer yet (a restarted broker, a new leader) does not know
                     # whether it lags. It asks for next to nothing, which tells the leader its
                     # position (so it may rejoin the ISR) and tells it the leader's high watermark,
-                    # rather than waiting out a debt that can outlast replica.lag.time.max.ms.
+                    # rather than waiting out a debt that can outlast replica.lag.time.max.ms. (The
+                    # leader may still send one batch, if this comes first in its answer.)
                     probe = True
                 fields = fetcher.next_request(now)
                 if fields is None:
