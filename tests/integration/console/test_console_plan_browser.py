@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 TOPIC = "planned"
 PARTITIONS = 6
 PARTITION_BYTES = 600 * 1024
-THROTTLE = 1_000_000  # B/s: about a second or two of copying onto broker 4
+THROTTLE = 200_000  # B/s: one partition of the three moving onto broker 4 in one answer, the rest in about 6 s
 SPARK_PLAN_S = 240  # the first Spark plan starts a JVM on a machine that also runs the cluster and chromium
 # The console's modules, its app and its poller, as `headwater console` loads them: pyspark stays out.
 NO_PYSPARK = """
