@@ -33,6 +33,7 @@ from pathlib import Path
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.metadata import MetadataRequest
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -118,6 +119,16 @@ class Demo:
             meta = client.refresh(topics)
         return {(t.name, p.partition_index): (p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
                 for t in meta.topics if not t.error_code for p in t.partitions}
+
+    def topics_anywhere(self) -> set[str]:
+        """Every topic some broker's Metadata still lists: each learns a deletion on its own."""
+        with AdminClient(self.bootstrap) as client:
+            client.refresh([])
+            found: set[str] = set()
+            for broker in sorted(client.nodes):
+                resp = client.send(MetadataRequest, dict(topics=None, allow_auto_topic_creation=False), node_id=broker)
+                found |= {t.name for t in resp.topics}
+        return found
 
     def wait(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -377,7 +388,9 @@ class Demo:
         try:
             existing = set(admin.list_topics())
             admin.delete_topics([n for n in names if n in existing])
-            self.wait(lambda: not set(names) & set(admin.list_topics()), 30)
+            # Until no broker lists them: the planner of step 5 may read any broker's metadata, and
+            # a plan with a deleted topic in it would be refused.
+            self.wait(lambda: not set(names) & self.topics_anywhere(), 30)
         finally:
             admin.close()
         self.say("   (the demo's own client id has no quota; it deletes the burst's topics)")
