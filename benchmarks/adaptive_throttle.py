@@ -14,7 +14,9 @@ then ``adaptive`` (``reassignment.throttle.mode=adaptive``, floor ``--floor-mb``
 per-second p99 of acks=all produces during ``no_move``, read from its metrics). For each move: the p50/p99 of the
 messages sent while it ran, the copy rate (the partition's bytes over the move's time, from the
 AlterPartitionReassignments request until ListPartitionReassignments no longer lists it), and for
-the adaptive one the rate in force and its reason on broker 1 every half second. Every phase is
+the adaptive one the rate in force and its reason on broker 1 every half second, and for every
+phase the ms per second each broker and this process (the producer's threads) waited for a CPU.
+Every phase is
 ``--repeat`` times. One JSON line per measurement, then a summary line against the goal: p99
 during the adaptive move at most 1.2x the no-move p99, copying at least 0.8x the rate of the
 fastest static throttle that meets the same p99.
@@ -57,6 +59,43 @@ def emit(**fields: Any) -> None:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)] if ordered else float("nan")
+
+
+def runqueue_wait_ns(pid: int) -> int:
+    """Nanoseconds the threads of ``pid`` have waited for a CPU while runnable (schedstat's second
+    field, summed over /proc/PID/task: the process file counts the main thread only)."""
+    total = 0
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int((task / "schedstat").read_text().split()[1])
+    return total
+
+
+class RunQueueSampler(threading.Thread):
+    """Every half second, how long each process has waited for a CPU, so that a phase can be given
+    its ms of run-queue wait per second: the CPU contention a copy adds, which the brokers'
+    arrival-to-answer produce latency does not see (a frame waits in the kernel until it is read)."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        super().__init__(daemon=True)
+        self.pids = pids
+        self.samples: list[tuple[float, dict[str, int]]] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.wait(0.5):
+            self.samples.append((time.monotonic(), {name: runqueue_wait_ns(pid) for name, pid in self.pids.items()}))
+
+    def ms_per_s(self, t0: float, t1: float) -> dict[str, float]:
+        inside = [(t, w) for t, w in list(self.samples) if t0 <= t <= t1]
+        if len(inside) < 2:
+            return {}
+        (ta, wa), (tb, wb) = inside[0], inside[-1]
+        return {name: round((wb[name] - wa[name]) / 1e6 / (tb - ta), 1) for name in self.pids}
+
+    def stop(self) -> None:
+        self._halt.set()
 
 
 class LoadProducer(threading.Thread):
@@ -225,6 +264,8 @@ def main() -> None:
             load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=120)
             mover = Mover(cluster, admin, urls)
             results: list[dict[str, Any]] = []
+            sampler = RunQueueSampler({**{f"b{b}": cluster.pid(b) for b in cluster.brokers}, "producer": os.getpid()})
+            sampler.start()
 
             def record(phase: str, t0: float, t1: float, throttle_mb: float | None = None, copy: float | None = None,
                        **extra: Any) -> dict[str, Any]:
@@ -232,7 +273,8 @@ def main() -> None:
                 row = {"phase": phase, "throttle_mb_per_s": throttle_mb, "seconds": round(t1 - t0, 1),
                        "messages": len(lat), "p50_ms": round(percentile(lat, 0.5), 2),
                        "p99_ms": round(percentile(lat, 0.99), 2),
-                       "copy_mb_per_s": None if copy is None else round(copy / 1e6, 2), **extra}
+                       "copy_mb_per_s": None if copy is None else round(copy / 1e6, 2),
+                       "runqueue_wait_ms_per_s": sampler.ms_per_s(t0, t1), **extra}
                 emit(**row)
                 results.append(row)
                 return row
