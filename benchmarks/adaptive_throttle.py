@@ -188,10 +188,6 @@ def fill(bootstrap: str, topic: str, mib: int) -> None:
     assert producer.flush(120) == 0
 
 
-def partition_bytes(cluster: LocalCluster, broker: int, topic: str) -> int:
-    return sum(f.stat().st_size for f in (cluster.data_dir / f"broker-{broker}-logs" / f"{topic}-0").glob("*.log"))
-
-
 def load_and_big(cluster: LocalCluster, move_mib: int, load_mb: float, fill_timeout_s: float) -> LoadProducer:
     """Create ``load`` (``min.insync.replicas=2``) and ``big`` on brokers 1,2,3, both led by broker 1
     (the first of an explicit assignment is the preferred leader), fill ``big`` with ``move_mib``
@@ -220,7 +216,7 @@ class Mover:
     def move(self, watch_throttle: bool = False) -> tuple[float, float, float, list[dict[str, Any]]]:
         target = [1, 2, 4] if self.current == [1, 2, 3] else [1, 2, 3]
         adding = next(b for b in target if b not in self.current)
-        size = partition_bytes(self.cluster, 1, "big")
+        size = self.cluster.log_bytes(1, "big")
         seen: list[dict[str, Any]] = []
         t0 = time.monotonic()
         result = self.admin.alter({("big", 0): target})

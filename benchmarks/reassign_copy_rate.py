@@ -23,7 +23,6 @@ Prints one JSON line on stdout; progress goes to stderr.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -42,14 +41,6 @@ MIB = 1024 * 1024
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def log_bytes(cluster: LocalCluster, broker: int, topic: str) -> int:
-    total = 0
-    for f in (cluster.data_dir / f"broker-{broker}-logs" / f"{topic}-0").glob("*.log"):
-        with contextlib.suppress(FileNotFoundError):  # a segment deleted between listing and stat
-            total += f.stat().st_size
-    return total
 
 
 def load(bootstrap: str, topic: str, size_bytes: int, value_bytes: int) -> int:
@@ -109,7 +100,7 @@ def move(cluster: LocalCluster, topic: str, target: list[int], adding: int, size
     samples = [(0.0, 0)]
     while samples[-1][1] < size:
         time.sleep(0.02)
-        samples.append((time.monotonic() - start, log_bytes(cluster, adding, topic)))
+        samples.append((time.monotonic() - start, cluster.log_bytes(adding, topic)))
         if samples[-1][0] > 600:
             raise RuntimeError(f"copy stuck at {samples[-1][1]} of {size} bytes")
     deadline = time.monotonic() + 120
@@ -129,10 +120,10 @@ def steady_rate(samples: list[tuple[float, int]], size: int, low: float = 0.25, 
 
 def resize(cluster: LocalCluster, topic: str, leader: int, size_bytes: int, value_bytes: int) -> int:
     """Append until the partition holds about ``size_bytes``; return its log bytes."""
-    have = log_bytes(cluster, leader, topic)
+    have = cluster.log_bytes(leader, topic)
     if size_bytes > have:
         load(cluster.bootstrap, topic, size_bytes - have, value_bytes)
-    return log_bytes(cluster, leader, topic)
+    return cluster.log_bytes(leader, topic)
 
 
 def main() -> None:
@@ -158,7 +149,7 @@ def main() -> None:
             replicas, spare = [1, 2], [3, 4]
             rounds = []
             for r in range(args.rounds):
-                size = log_bytes(cluster, replicas[0], topic)
+                size = cluster.log_bytes(replicas[0], topic)
                 consumer_s = consume_all(cluster.bootstrap, topic, messages)
                 adding = spare[0]
                 target = [adding, replicas[1]]

@@ -416,6 +416,14 @@ class LocalCluster:
             args += ["--topic", topic]
         return parse_describe(run_cli(*args))
 
+    def log_bytes(self, broker: int, topic: str, partition: int = 0) -> int:
+        """Bytes of a replica's segment files on a broker's disk (0 where it holds none)."""
+        total = 0
+        for f in (self.data_dir / f"broker-{broker}-logs" / f"{topic}-{partition}").glob("*.log"):
+            with contextlib.suppress(FileNotFoundError):  # a segment deleted between listing and stat
+                total += f.stat().st_size
+        return total
+
     def leaders(self, topic: str) -> dict[int, int]:
         return {line.partition: line.leader for line in self.describe(topic)}
 

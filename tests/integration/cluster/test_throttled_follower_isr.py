@@ -5,17 +5,16 @@ Kafka throttles only replicas that are not in sync: the follower asks its fetch 
 (``AbstractFetcherThread``: ``!fetchState.isReplicaInSync && quota.isThrottled(tp) &&
 quota.isQuotaExceeded``), and a follower at the leader's high watermark is in sync. Here another
 replica dies, so the controller shrinks the ISR with a new leader epoch (``removeReplicasFromIsr``)
-and the follower gets a LeaderAndIsr with the same leader; records keep arriving. The leader's fetch session answers that
-partition again only when its high watermark changes (KIP-227), so the follower must already know
-it is at the leader's end, or it holds the partition back behind the copy's debt and drops out of
-the ISR after ``replica.lag.time.max.ms``. The controller leads the partition, so the leader has the
+and the follower gets a LeaderAndIsr with the same leader; records keep arriving. The leader's
+fetch session answers that partition again only when its high watermark changes (KIP-227), so the
+follower must already know it is at the leader's end, or it holds the partition back behind the
+copy's debt and drops out of the ISR after ``replica.lag.time.max.ms``. The controller leads the partition, so the leader has the
 new epoch before the follower asks with it (a follower ahead of its leader gets an error answer,
 which tells it the high watermark again).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -29,14 +28,6 @@ from kafka.admin import NewTopic
 
 LAG_MS = 4000
 IDLE, BULK = "idle", "bulk"
-
-
-def log_bytes(cluster: LocalCluster, broker: int, topic: str) -> int:
-    total = 0
-    for f in (cluster.data_dir / f"broker-{broker}-logs" / f"{topic}-0").glob("*.log"):
-        with contextlib.suppress(FileNotFoundError):
-            total += f.stat().st_size
-    return total
 
 
 def isr(cluster: LocalCluster, topic: str) -> tuple[int, ...]:
@@ -74,7 +65,7 @@ def test_a_new_leader_epoch_does_not_throttle_an_in_sync_follower(
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": BULK, "partition": 0, "replicas": [leader, victim, follower]}]}))
     run_cli("reassign", "--bootstrap-server", cluster.bootstrap, "--execute", "--reassignment-json-file", str(plan))
-    wait_for(lambda: log_bytes(cluster, follower, BULK) >= 512 * 1024, 30, "the copy's first answer on the follower")
+    wait_for(lambda: cluster.log_bytes(follower, BULK) >= 512 * 1024, 30, "the copy's first answer on the follower")
 
     epoch_before = cluster.partition_states(IDLE)[0]["leader_epoch"]
     cluster.brokers[victim].kill9()
@@ -82,7 +73,7 @@ def test_a_new_leader_epoch_does_not_throttle_an_in_sync_follower(
              "the killed broker out of the idle partition's ISR")
     state = cluster.partition_states(IDLE)[0]
     assert state["leader"] == leader and state["leader_epoch"] > epoch_before, state  # the same leader, a new epoch
-    assert log_bytes(cluster, follower, BULK) < 3_000_000  # the copy is still held back by the throttle
+    assert cluster.log_bytes(follower, BULK) < 3_000_000  # the copy is still held back by the throttle
 
     # Records keep arriving, so the follower must fetch to stay in sync (a follower at the leader's
     # end stays caught up without fetching). Two and a half lag windows: a follower held back would

@@ -9,7 +9,6 @@ whatever is left), with sizes that make the copy last about ten seconds.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -25,14 +24,6 @@ THROTTLE = 3_000_000  # bytes/s: --throttle of the first test
 AR_RATE = 1_000_000  # bytes/s: reassignment.throttled.rate of the second
 TOLERANCE = 0.15
 VALUE_BYTES = 10_000
-
-
-def log_bytes(cluster: LocalCluster, broker: int, topic: str, partition: int) -> int:
-    total = 0
-    for f in (cluster.data_dir / f"broker-{broker}-logs" / f"{topic}-{partition}").glob("*.log"):
-        with contextlib.suppress(FileNotFoundError):  # a segment deleted between listing and stat
-            total += f.stat().st_size
-    return total
 
 
 def load(bootstrap: str, topic: str, size_bytes: int, acks: str = "1") -> float:
@@ -66,7 +57,7 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         start = time.monotonic()
         while not self._stop.is_set() and time.monotonic() - start < 120:
-            size = log_bytes(self.cluster, self.broker, self.topic, 0)
+            size = self.cluster.log_bytes(self.broker, self.topic)
             self.samples.append((time.monotonic(), size))
             if size >= self.target:
                 self.done.set()
@@ -116,7 +107,7 @@ def test_throttled_move_keeps_its_rate_shows_progress_and_verify_clears_the_thro
     run_cli("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", topic, "--replica-assignment", "1:2")
     load(c.bootstrap, topic, 36 * MIB)  # ~12 s at 3 MB/s
     c.wait_full_isr([topic], 1)
-    source = log_bytes(c, 1, topic, 0)
+    source = c.log_bytes(1, topic)
     sampler = Sampler(c, 4, topic, source)
     plan = reassign(c, topic, [4, 2], "--throttle", str(THROTTLE))
     sampler.start()
@@ -124,7 +115,7 @@ def test_throttled_move_keeps_its_rate_shows_progress_and_verify_clears_the_thro
         # Half way: the leader's view of the move is exact, the adding replica's an estimate.
         wait_for(lambda: sampler.latest >= source // 2, 60, "half of the copy")
         leader, follower = scrape(c, 1), scrape(c, 4)
-        on_disk = log_bytes(c, 4, topic, 0)
+        on_disk = c.log_bytes(4, topic)
         move = {"topic": topic, "partition": "0", "replica": "4"}
         assert move_metric(leader, "bytes_to_move", role="leader", **move) == source
         moved = move_metric(leader, "bytes_moved", role="leader", **move)
@@ -182,8 +173,8 @@ def test_reassignment_rate_meters_only_the_replicas_being_added(metered_cluster:
             live = 4 * MIB
             seconds = load(c.bootstrap, topic, live, acks="all")
             assert live / seconds >= 3 * AR_RATE, f"in-sync replication ran at {live / seconds / 1e6:.2f} MB/s"
-            assert sampler.latest < log_bytes(c, 2, topic, 0) // 2, "the copy ended too soon to judge"
-            sampler.target = log_bytes(c, 2, topic, 0)
+            assert sampler.latest < c.log_bytes(2, topic) // 2, "the copy ended too soon to judge"
+            sampler.target = c.log_bytes(2, topic)
             assert sampler.done.wait(90), f"copy not finished: {sampler.latest} of {sampler.target} bytes"
         finally:
             sampler.stop()
