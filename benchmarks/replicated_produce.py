@@ -3,7 +3,9 @@
 Three brokers and ZooKeeper (local processes). Two topics of ``--partitions`` partitions: one RF 3
 with ``min.insync.replicas=2`` written with acks=all, one RF 1 written with acks=1. Each gets
 ``--mib`` MiB of 1 KiB messages from one confluent-kafka producer (linger.ms=5); the time runs from
-the first produce() to the last delivery report. Prints one JSON line.
+the first produce() to the last delivery report. Each phase also records the CPU seconds per MiB
+of the brokers together (user + system, from /proc/PID/stat) and of the producer's process, since
+on a small machine they share the cores. Prints one JSON line.
 
     .venv/bin/python benchmarks/replicated_produce.py [--mib 64] [--partitions 6]
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import sys
 import tempfile
 import time
@@ -23,9 +27,23 @@ from cluster_support import start_cluster
 from confluent_kafka import KafkaError, Message, Producer
 
 MESSAGE_BYTES = 1024
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def produce(bootstrap: str, topic: str, acks: str, count: int) -> dict[str, float]:
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
+    return total / CLK_TCK
+
+
+def own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def produce(bootstrap: str, pids: list[int], topic: str, acks: str, count: int) -> dict[str, float]:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
                          "batch.size": 1_000_000, "queue.buffering.max.kbytes": 262_144,
                          "message.timeout.ms": 120_000})
@@ -40,6 +58,7 @@ def produce(bootstrap: str, topic: str, acks: str, count: int) -> dict[str, floa
             delivered += 1
 
     payload = bytes(MESSAGE_BYTES)
+    brokers0, own0 = cpu_seconds(pids), own_cpu_seconds()
     t0 = time.monotonic()
     for i in range(count):
         while True:
@@ -52,9 +71,12 @@ def produce(bootstrap: str, topic: str, acks: str, count: int) -> dict[str, floa
             producer.poll(0)
     assert producer.flush(300) == 0
     elapsed = time.monotonic() - t0
+    brokers, own = cpu_seconds(pids) - brokers0, own_cpu_seconds() - own0
     assert not errors and delivered == count, (errors[:3], delivered)
-    return {"seconds": round(elapsed, 2), "mib_per_s": round(count * MESSAGE_BYTES / 2**20 / elapsed, 1),
-            "msgs_per_s": round(count / elapsed)}
+    mib = count * MESSAGE_BYTES / 2**20
+    return {"seconds": round(elapsed, 2), "mib_per_s": round(mib / elapsed, 1),
+            "msgs_per_s": round(count / elapsed), "broker_cpu_s_per_mib": round(brokers / mib, 4),
+            "producer_cpu_s_per_mib": round(own / mib, 4)}
 
 
 def main() -> None:
@@ -69,9 +91,10 @@ def main() -> None:
             cluster.create_topic("rf3", args.partitions, 3, **{"min.insync.replicas": "2"})
             cluster.create_topic("rf1", args.partitions, 1)
             cluster.wait_full_isr(["rf3", "rf1"], args.partitions, timeout_s=60)
-            rf3 = produce(cluster.bootstrap, "rf3", "all", count)
+            pids = [cluster.pid(b.broker_id) for b in cluster.live()]
+            rf3 = produce(cluster.bootstrap, pids, "rf3", "all", count)
             print(f"acks=all RF 3: {rf3}", file=sys.stderr)
-            rf1 = produce(cluster.bootstrap, "rf1", "1", count)
+            rf1 = produce(cluster.bootstrap, pids, "rf1", "1", count)
             print(f"acks=1 RF 1: {rf1}", file=sys.stderr)
         finally:
             cluster.stop()
