@@ -16,8 +16,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from headwater.protocol.apis import API_SPECS, ApiKey
+from headwater.protocol.control_wire import EncodedRequest
 from headwater.protocol.errors import ErrorCode, KafkaError
-from headwater.protocol.fetch import FOLLOWER_VERSION, FetchedResponse, decode_follower_fetch_response
+from headwater.protocol.fetch import (
+    FOLLOWER_VERSION,
+    FetchedResponse,
+    decode_follower_fetch_response,
+    encode_follower_fetch_request,
+)
 from headwater.records import scan_valid_prefix
 from headwater.replication.fetch_session import INITIAL_EPOCH, PartitionRequest, SessionBuilder
 from headwater.replication.follower import (
@@ -102,7 +108,7 @@ class ReplicaFetchers:
                 if h.replica.role == Role.FOLLOWER and h.replica.fetcher is not None and h.replica.leader_id == leader_id]
 
     async def _fetch_loop(self, leader_id: int) -> None:
-        fetch_cls = API_SPECS[ApiKey.FETCH].request
+        fetch_response_cls = API_SPECS[ApiKey.FETCH].response
         version = FOLLOWER_VERSION  # topic names, diverging epochs, current leader epoch
         wakeup = self._fetch_wakeups[leader_id]
         session = SessionBuilder()  # KIP-227: after the first fetch, only what changed
@@ -170,25 +176,16 @@ class ReplicaFetchers:
                                             else FETCH_PARTITION_MAX_BYTES if key in reserved else share)
                       for key, (h, f) in requests.items()}
             session_id, epoch, send, forgotten = session.next_fetch(wanted)
-            by_topic: dict[str, list[tuple[int, PartitionRequest]]] = {}
+            by_topic: dict[str, list[tuple[int, int, int, int, int, int]]] = {}
             for (topic, p), pr in send.items():
-                by_topic.setdefault(topic, []).append((p, pr))
+                by_topic.setdefault(topic, []).append((p, pr.current_leader_epoch, pr.fetch_offset, pr.last_fetched_epoch,
+                                                       pr.log_start_offset, pr.partition_max_bytes))
             gone: dict[str, list[int]] = {}
             for topic, p in forgotten:
                 gone.setdefault(topic, []).append(p)
-            T = fetch_cls.FetchTopic
-            P = T.FetchPartition
-            F = fetch_cls.ForgottenTopic
-            req = fetch_cls(
-                version=version, replica_id=self.broker_id, max_wait_ms=max_wait_ms, min_bytes=1,
-                max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=session_id, session_epoch=epoch,
-                topics=[T(topic=topic, partitions=[P(partition=p, current_leader_epoch=pr.current_leader_epoch,
-                                                     fetch_offset=pr.fetch_offset, last_fetched_epoch=pr.last_fetched_epoch,
-                                                     log_start_offset=pr.log_start_offset,
-                                                     partition_max_bytes=pr.partition_max_bytes)
-                                                   for p, pr in items]) for topic, items in by_topic.items()],
-                forgotten_topics_data=[F(topic=topic, partitions=ps) for topic, ps in gone.items()], rack_id="",
-            )
+            req = EncodedRequest(ApiKey.FETCH, version, encode_follower_fetch_request(
+                self.broker_id, max_wait_ms, 1, FETCH_MAX_BYTES, session_id, epoch,
+                list(by_topic.items()), list(gone.items())), fetch_response_cls)
             fetched: dict[tuple[str, int], int] = {}
             try:
                 resp = await self._channel(leader_id, "fetch").request(req, version,

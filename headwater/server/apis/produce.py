@@ -8,6 +8,7 @@ from typing import Any
 
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from headwater.protocol.produce import PartitionResult, encode_produce_response
 from headwater.records import iter_batches
 from headwater.security.acl import AclOperation, ResourceType
 from headwater.server.authority import Handler
@@ -27,11 +28,8 @@ class ProduceApis:
         started = req.arrived_s or time.perf_counter()
         body = req.body
         acks = body.acks
-        resp_cls = req.spec.response
-        topic_resp_cls = resp_cls.TopicProduceResponse
-        part_resp_cls = topic_resp_cls.PartitionProduceResponse
-        results = []
-        waits: list[tuple[Any, asyncio.Future[ErrorCode]]] = []
+        results: list[tuple[str, list[PartitionResult]]] = []
+        waits: list[tuple[PartitionResult, asyncio.Future[ErrorCode]]] = []
         # Transactional records need WRITE on the request's transactional id (KafkaApis.handleProduceRequest:
         # every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, and nothing is written).
         transactional_refused = _has_transactional_batches(body) and (
@@ -42,9 +40,7 @@ class ProduceApis:
             parts = []
             writable = self.ctx.authz.topic(req, AclOperation.WRITE, name)
             for pd in topic_data.partition_data:
-                base_offset, log_start, code, message = -1, -1, ErrorCode.NONE, None
-                log_append_time = -1  # the broker's append time on a LogAppendTime topic
-                record_errors: list[Any] = []
+                part = PartitionResult(pd.index)  # log_append_time_ms stays -1 unless the topic uses LogAppendTime
                 wait = None
                 hosted = None
                 try:
@@ -66,24 +62,20 @@ class ProduceApis:
                                 f"The batch of {header.size} bytes is larger than max.message.bytes={max_bytes}",
                             )
                     result, wait = self.ctx.replicas.append(hosted, bytearray(records), acks, body.timeout_ms)
-                    base_offset, log_append_time = result.base_offset, result.log_append_time
-                    log_start = hosted.plog.log_start_offset
+                    part.base_offset, part.log_append_time_ms = result.base_offset, result.log_append_time
+                    part.log_start_offset = hosted.plog.log_start_offset
                 except KafkaError as exc:
-                    code, message = exc.code, exc.message
-                    record_errors = [part_resp_cls.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                                     for i, m in getattr(exc, "record_errors", ())]
+                    part.error_code, part.error_message = exc.code, exc.message
+                    part.record_errors = list(getattr(exc, "record_errors", ()))
                     if isinstance(exc, RecordValidationError) and hosted is not None:
                         # Kafka's ReplicaManager answers a RecordValidationException with the log start offset.
-                        log_start = hosted.plog.log_start_offset
+                        part.log_start_offset = hosted.plog.log_start_offset
                 except ValueError as exc:  # a malformed batch header
-                    code, message = ErrorCode.CORRUPT_MESSAGE, str(exc)
-                part = part_resp_cls(index=pd.index, error_code=code, base_offset=base_offset,
-                                     log_append_time_ms=log_append_time, log_start_offset=log_start, record_errors=record_errors,
-                                     error_message=message)
+                    part.error_code, part.error_message = ErrorCode.CORRUPT_MESSAGE, str(exc)
                 parts.append(part)
                 if wait is not None:
                     waits.append((part, wait))
-            results.append(topic_resp_cls(name=name, partition_responses=parts))
+            results.append((name, parts))
         # acks=all: answer once the high watermark covers every batch (or each one failed).
         for part, wait in waits:
             error = await wait
@@ -94,7 +86,7 @@ class ProduceApis:
             self.ctx.replicas.record_produce_latency(started)
         if acks == 0:
             return None
-        return req.response(responses=results, throttle_time_ms=0)
+        return [encode_produce_response(req.version, req.correlation_id, results)]
 
     async def init_producer_id(self, req: Request) -> Any:
         body = req.body
