@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import crc32c
+
+from headwater.values import value
 
 BASE_OFFSET_POS = 0
 LENGTH_POS = 8
@@ -74,7 +75,7 @@ class UnsupportedMagicError(CorruptRecordError):
     """A batch of an older message format (magic 0 or 1)."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class BatchHeader:
     base_offset: int
     batch_length: int

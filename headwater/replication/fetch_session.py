@@ -31,6 +31,8 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from headwater.values import value
+
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 MAX_SESSIONS = 1000
@@ -82,7 +84,7 @@ class SessionPartition:
         return False
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PartitionRequest:
     """One partition of a follower's fetch, as the follower sends it."""
 

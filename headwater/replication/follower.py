@@ -36,7 +36,6 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from headwater.protocol.errors import ErrorCode
@@ -47,6 +46,7 @@ from headwater.replication.types import (
     EpochEndOffset,
     EpochLookup,
 )
+from headwater.values import value
 
 
 class FetchState(Enum):
@@ -58,7 +58,7 @@ class FetchState(Enum):
     FENCED = "fenced"
 
 
-@dataclass(frozen=True)
+@value
 class FetchRequestFields:
     """One Fetch partition entry to send to ``leader_id`` (the shell adds the log start offset)."""
 
@@ -68,7 +68,7 @@ class FetchRequestFields:
     last_fetched_epoch: int
 
 
-@dataclass(frozen=True)
+@value
 class PartitionFetchResponse:
     """The fields of a Fetch response partition the fetcher decides on."""
 
@@ -79,39 +79,39 @@ class PartitionFetchResponse:
     records_size_bytes: int = 0
 
 
-@dataclass(frozen=True)
+@value
 class AppendRecords:
     fetch_offset: int
     records_size_bytes: int
 
 
-@dataclass(frozen=True)
+@value
 class Truncate:
     offset: int
 
 
-@dataclass(frozen=True)
+@value
 class TruncateFullyAndStartAt:
     offset: int
 
 
-@dataclass(frozen=True)
+@value
 class ListLeaderOffsets:
     leader_id: int
     current_leader_epoch: int
 
 
-@dataclass(frozen=True)
+@value
 class Backoff:
     until_ms: int
 
 
-@dataclass(frozen=True)
+@value
 class AwaitLeaderAndIsr:
     pass
 
 
-@dataclass(frozen=True)
+@value
 class Ignore:
     pass
 
@@ -121,7 +121,7 @@ FollowerAction = (
 )
 
 
-@dataclass(frozen=True)
+@value
 class FollowerLogUpdate:
     """After an append: the follower's high watermark, and a log start to advance to (or None)."""
 

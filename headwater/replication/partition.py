@@ -70,6 +70,7 @@ from headwater.replication.types import (
     EpochStart,
     HighWatermarkUpdate,
 )
+from headwater.values import value
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 DEFAULT_REPLICA_FETCH_BACKOFF_MS = 1_000
@@ -109,7 +110,7 @@ class LeaderAndIsrState:
     is_new: bool = False
 
 
-@dataclass(frozen=True)
+@value
 class ReplicaProgress:
     """What the leader knows of one follower (Kafka's ``ReplicaState``). Times are ``None`` for never."""
 
@@ -201,7 +202,7 @@ class LeaderAndIsrOutcome:
     fail_pending_acks: bool = False  # not leader any more: fail waiting acks=all with NOT_LEADER_OR_FOLLOWER
 
 
-@dataclass(frozen=True)
+@value
 class FollowerFetch:
     """A Fetch partition entry from a replica (``replica_id >= 0``)."""
 
@@ -213,7 +214,7 @@ class FollowerFetch:
     replica_epoch: int = -1  # the fetching broker's epoch (ReplicaState v15+); -1 = not checked
 
 
-@dataclass(frozen=True)
+@value
 class FetchDecision:
     """How the leader answers one follower fetch; read records only when ``read_records``."""
 
@@ -230,7 +231,7 @@ class FetchDecision:
         return self.error == ErrorCode.NONE and self.diverging_epoch is None
 
 
-@dataclass(frozen=True)
+@value
 class AckCheck:
     """Whether an acks=all produce ending before ``required_offset`` can be answered, and with what."""
 

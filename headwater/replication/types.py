@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from headwater.values import value
+
 UNKNOWN_OFFSET = -1
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -19,7 +21,7 @@ UNDEFINED_EPOCH_OFFSET = -1
 EpochLookup = Callable[[int], tuple[int, int]]
 
 
-@dataclass(frozen=True)
+@value
 class EpochEndOffset:
     """An (epoch, end offset) pair: a Fetch response's DivergingEpoch, an OffsetForLeaderEpoch answer."""
 
@@ -27,7 +29,7 @@ class EpochEndOffset:
     end_offset: int
 
 
-@dataclass(frozen=True)
+@value
 class HighWatermarkUpdate:
     """The high watermark moved: set it on the log, complete acks=all produces, wake fetchers."""
 

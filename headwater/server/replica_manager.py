@@ -234,6 +234,8 @@ class ReplicaManager:
             self._throttled.pop(topic, None)
 
     def _leader_limiters(self, topic: str, partition: int, in_sync: bool, replica_id: int) -> tuple[ByteRateLimiter, ...]:
+        if in_sync:  # never metered; asked several times for every partition of every follower fetch
+            return ()
         hosted = self.partitions.get((topic, partition))
         return limiters_for(
             in_sync=in_sync, listed=partition in self._throttled.get(topic, (NO_THROTTLE, NO_THROTTLE))[0],
@@ -242,6 +244,8 @@ class ReplicaManager:
         )
 
     def _follower_limiters(self, h: Hosted, in_sync: bool) -> tuple[ByteRateLimiter, ...]:
+        if in_sync:
+            return ()
         replica = h.replica
         return limiters_for(
             in_sync=in_sync, listed=replica.partition in self._throttled.get(replica.topic, (NO_THROTTLE, NO_THROTTLE))[1],

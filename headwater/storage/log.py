@@ -41,7 +41,6 @@ import random
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from headwater.protocol.errors import ErrorCode, KafkaError
@@ -73,6 +72,7 @@ from headwater.storage.segment import (
 )
 from headwater.storage.swap import complete_interrupted_swaps
 from headwater.storage.validator import validate_and_convert
+from headwater.values import value
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ file.delete.delay.ms says: the server may still be sending from it, and closing 
 asyncio's sendfile leaves that send hanging rather than failing."""
 
 
-@dataclass(frozen=True)
+@value
 class AppendResult:
     base_offset: int  # offset of the first record written (or of the original, for a duplicate)
     last_offset: int
@@ -97,7 +97,7 @@ class AppendResult:
     log_append_time: int = -1
 
 
-@dataclass(frozen=True)
+@value
 class FileSlice:
     """A byte range of a segment file, servable with ``os.sendfile``."""
 
@@ -118,7 +118,7 @@ class FileSlice:
         return b"".join(chunks)
 
 
-@dataclass(frozen=True)
+@value
 class ReadResult:
     slices: list[FileSlice]  # whole batches, in order; empty when nothing to return
     size_bytes: int
