@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from headwater.protocol.errors import ErrorCode, KafkaError
-from headwater.records.batch import BatchHeader, CorruptRecordError, assign_offsets, iter_batches
+from headwater.records.batch import BatchHeader, CorruptRecordError, assign_offsets, crc_ok, iter_batches
 from headwater.records.records import build_marker_batch
 from headwater.storage import retention, timestamps, transactions
 from headwater.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
@@ -333,9 +333,20 @@ class PartitionLog:
     # ---- appends ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _parse_batches(records: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+    def _parse_batches(records: bytes | bytearray | memoryview,
+                       max_batch_bytes: int | None = None) -> list[tuple[int, BatchHeader]]:
+        """Every batch's header, each checked against ``max_batch_bytes`` before its CRC, in the
+        order of Kafka's UnifiedLog.analyzeAndValidateRecords."""
+        batches = []
         try:
-            batches = list(iter_batches(records))
+            for pos, header in iter_batches(records, verify_crc=False):
+                if max_batch_bytes is not None and header.size > max_batch_bytes:
+                    raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                                     f"The record batch size is {header.size} bytes which exceeds the maximum "
+                                     f"configured value of {max_batch_bytes}.")
+                if not crc_ok(records, pos, header):
+                    raise CorruptRecordError(f"record batch CRC mismatch at byte {pos}")
+                batches.append((pos, header))
         except CorruptRecordError as exc:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
         if not batches:
@@ -353,13 +364,14 @@ class PartitionLog:
     ) -> AppendResult:
         """Validate, convert as the topic's configs ask (``validator.py``), assign offsets in place
         (stamping ``leader_epoch``), write. See the module rules. ``max_batch_bytes``
-        (max.message.bytes) is checked again on batches the topic's compression.type rebuilt, as
-        Kafka's UnifiedLog.append does after a recompression. ``origin``: a client's batches, or a
-        coordinator's (transaction markers and offset commits: see ``producers.py``)."""
+        (max.message.bytes) is checked on a client's batches as they come, and again on batches the
+        topic's compression.type rebuilt, as Kafka's UnifiedLog.append does after a recompression.
+        ``origin``: a client's batches, or a coordinator's (transaction markers and offset commits:
+        see ``producers.py``)."""
         self._check_open()
         if not isinstance(records, bytearray):
             records = bytearray(records)
-        batches = self._parse_batches(records)
+        batches = self._parse_batches(records, max_batch_bytes if origin is AppendOrigin.CLIENT else None)
         for pos, header in batches:
             if header.record_count == 0 or header.record_count != header.last_offset_delta + 1:
                 raise KafkaError(

@@ -9,7 +9,6 @@ from typing import Any
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.protocol.produce import PartitionResult, encode_produce_response
-from headwater.records import iter_batches
 from headwater.security.acl import AclOperation, ResourceType
 from headwater.server.authority import Handler
 from headwater.server.context import BrokerContext
@@ -54,13 +53,8 @@ class ProduceApis:
                     records = pd.records
                     if not records:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "empty records")
-                    max_bytes = hosted.max_message_bytes
-                    for _pos, header in iter_batches(records, verify_crc=False):
-                        if header.size > max_bytes:
-                            raise KafkaError(
-                                ErrorCode.MESSAGE_TOO_LARGE,
-                                f"The batch of {header.size} bytes is larger than max.message.bytes={max_bytes}",
-                            )
+                    # max.message.bytes is checked per batch by the append, after the leader's
+                    # NOT_ENOUGH_REPLICAS check, as in Kafka's appendRecordsToLeader.
                     result, wait = self.ctx.replicas.append(hosted, bytearray(records), acks, body.timeout_ms)
                     part.base_offset, part.log_append_time_ms = result.base_offset, result.log_append_time
                     part.log_start_offset = hosted.plog.log_start_offset

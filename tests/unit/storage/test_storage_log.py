@@ -136,6 +136,24 @@ def test_rejected_input_writes_nothing(open_log: OpenLog) -> None:
     assert (log.directory / "00000000000000000000.log").stat().st_size == 0
 
 
+def test_a_batch_over_max_message_bytes_is_refused_before_its_crc_is_checked(open_log: OpenLog) -> None:
+    """UnifiedLog.analyzeAndValidateRecords checks each batch's size against max.message.bytes,
+    then its CRC: a batch both too large and corrupt is RecordTooLargeException (MESSAGE_TOO_LARGE).
+    A batch of exactly the limit is written; nothing of a refused request is."""
+    log = open_log()
+    small, large = make_batch([b"a"]), make_batch([b"b" * 200])
+    corrupt = bytearray(large)
+    corrupt[-1] ^= 0xFF
+    for records in (small + large, small + corrupt):
+        with pytest.raises(KafkaError) as e:
+            log.append_as_leader(bytearray(records), 0, 1, max_batch_bytes=len(large) - 1)
+        assert e.value.code == ErrorCode.MESSAGE_TOO_LARGE
+        assert f"{len(large)} bytes" in str(e.value.message)
+    assert log.log_end_offset == 0 and log.size_bytes == 0
+    log.append_as_leader(small + large, 0, 1, max_batch_bytes=len(large))
+    assert log.log_end_offset == 2
+
+
 def test_follower_append(open_log: OpenLog, tmp_path_factory: pytest.TempPathFactory) -> None:
     leader = PartitionLog("t", 0, tmp_path_factory.mktemp("leader") / "t-0", LogConfig(), clock_ms=lambda: 0)
     leader.append_as_leader(make_batch([b"a", b"b"]), 3, 1)
