@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -23,21 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from adaptive_throttle import LoadProducer, Mover, load_and_big, percentile, start
+from cluster_support import cpu_seconds  # on the path adaptive_throttle sets
 from confluent_kafka import Consumer, TopicPartition
 
 from headwater.admin.client import AdminClient
 from headwater.admin.reassign import Cluster
 
-TICK = os.sysconf("SC_CLK_TCK")
-
 
 def cpu_s(pids: dict[int, int]) -> dict[int, float]:
     """User + system CPU seconds of each broker so far (``/proc/PID/stat``)."""
-    out = {}
-    for b, pid in pids.items():
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        out[b] = (int(fields[11]) + int(fields[12])) / TICK
-    return out
+    return {b: cpu_seconds([pid]) for b, pid in pids.items()}
 
 
 def cores(before: dict[int, float], after: dict[int, float], seconds: float) -> dict[str, float]:

@@ -25,15 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "cluster"))
 
-from cluster_support import start_cluster
+from cluster_support import cpu_seconds, start_cluster
 from reassign_scale import create, online
 
 from headwater.admin.client import AdminClient
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def idle_cpu(partitions: int, per_topic: int, props: dict[str, str], settle_s: float, measure_s: float) -> dict[str, float]:
@@ -52,9 +47,9 @@ def idle_cpu(partitions: int, per_topic: int, props: dict[str, str], settle_s: f
                 created_s = time.monotonic() - t0
             time.sleep(settle_s)
             pids = [cluster.pid(b) for b in brokers]
-            before = sum(cpu_seconds(p) for p in pids)
+            before = cpu_seconds(pids)
             time.sleep(measure_s)
-            used = sum(cpu_seconds(p) for p in pids) - before
+            used = cpu_seconds(pids) - before
             return {"online_s": round(created_s, 1), "cpu_s": round(used, 2),
                     "cpu_share_of_one_core": round(used / measure_s, 3)}
         finally:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import tempfile
@@ -23,19 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "cluster"))
 
-from cluster_support import start_cluster
+from cluster_support import cpu_seconds, start_cluster
 from confluent_kafka import KafkaError, Message, Producer
 
 MESSAGE_BYTES = 1024
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
-    return total / CLK_TCK
 
 
 def own_cpu_seconds() -> float:

@@ -474,3 +474,12 @@ def pause(pid: int) -> None:
 
 def resume(pid: int) -> None:
     os.kill(pid, signal.SIGCONT)
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU seconds the processes have used so far (fields 14 and 15 of stat(5))."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
