@@ -21,7 +21,11 @@ from headwater.protocol.frame import (
     MalformedFrameError,
     read_unsigned_varint,
     skip_tagged_fields,
+    write_array_len,
     write_compact_string,
+    write_nullable_string,
+    write_string,
+    write_tagged_fields,
     write_unsigned_varint,
 )
 from headwater.values import value
@@ -87,32 +91,6 @@ class NodeEndpoint:
     rack: str | None
 
 
-def _string(value: str, flexible: bool) -> bytes:
-    if flexible:
-        return write_compact_string(value)
-    raw = value.encode("utf-8")
-    return _I16.pack(len(raw)) + raw
-
-
-def _nullable_string(value: str | None, flexible: bool) -> bytes:
-    if flexible:
-        return write_compact_string(value)
-    return _I16.pack(-1) if value is None else _string(value, False)
-
-
-def _array_len(n: int, flexible: bool) -> bytes:
-    return write_unsigned_varint(n + 1) if flexible else _I32.pack(n)
-
-
-def _tags(fields: list[tuple[int, bytes]]) -> bytes:
-    out = bytearray(write_unsigned_varint(len(fields)))
-    for tag, payload in fields:
-        out += write_unsigned_varint(tag)
-        out += write_unsigned_varint(len(payload))
-        out += payload
-    return bytes(out)
-
-
 def encode_fetch_response(
     version: int,
     correlation_id: int,
@@ -135,13 +113,13 @@ def encode_fetch_response(
     head += _I32.pack(throttle_time_ms)
     if version >= 7:
         head += _I16.pack(error_code) + _I32.pack(session_id)
-    head += _array_len(len(topics), flexible)
+    head += write_array_len(len(topics), flexible)
     for topic in topics:
         if version >= TOPIC_ID_FROM:
             head += topic.topic_id.bytes
         else:
-            head += _string(topic.name, flexible)
-        head += _array_len(len(topic.partitions), flexible)
+            head += write_string(topic.name, flexible)
+        head += write_array_len(len(topic.partitions), flexible)
         for p in topic.partitions:
             head += _PARTITION_FIXED.pack(
                 p.partition, p.error_code, p.high_watermark, p.last_stable_offset
@@ -152,7 +130,7 @@ def encode_fetch_response(
             if aborted is None:
                 head += b"\x00" if flexible else _I32.pack(-1)
             else:
-                head += _array_len(len(aborted), flexible)
+                head += write_array_len(len(aborted), flexible)
                 for producer_id, first_offset in aborted:
                     head += _ABORTED_ENTRY.pack(producer_id, first_offset)
                     if flexible:
@@ -171,18 +149,18 @@ def encode_fetch_response(
                     tags.append((0, _TAG_EPOCH_END.pack(*p.diverging_epoch) + b"\x00"))
                 if p.current_leader is not None:
                     tags.append((1, _TAG_LEADER.pack(*p.current_leader) + b"\x00"))
-                head += _tags(tags)
+                head += write_tagged_fields(tags)
         if flexible:
             head += b"\x00"
     if flexible:
         top_tags: list[tuple[int, bytes]] = []
         if version >= 16 and node_endpoints:
-            body = bytearray(_array_len(len(node_endpoints), True))
+            body = bytearray(write_array_len(len(node_endpoints), True))
             for ep in node_endpoints:
-                body += _I32.pack(ep.node_id) + _string(ep.host, True) + _I32.pack(ep.port)
-                body += _nullable_string(ep.rack, True) + b"\x00"
+                body += _I32.pack(ep.node_id) + write_string(ep.host, True) + _I32.pack(ep.port)
+                body += write_nullable_string(ep.rack, True) + b"\x00"
             top_tags.append((0, bytes(body)))
-        head += _tags(top_tags)
+        head += write_tagged_fields(top_tags)
     parts.append(bytes(head))
     total = sum(len(x) if isinstance(x, bytes) else x.length for x in parts)
     parts.insert(0, _I32.pack(total))

@@ -68,6 +68,34 @@ def write_compact_string(value: str | None) -> bytes:
     return write_unsigned_varint(len(raw) + 1) + raw
 
 
+def write_string(value: str, flexible: bool) -> bytes:
+    """A non-null string: compact in flexible versions, else int16 length and UTF-8."""
+    if flexible:
+        return write_compact_string(value)
+    raw = value.encode("utf-8")
+    return _INT16.pack(len(raw)) + raw
+
+
+def write_nullable_string(value: str | None, flexible: bool) -> bytes:
+    if flexible:
+        return write_compact_string(value)
+    return _INT16.pack(-1) if value is None else write_string(value, False)
+
+
+def write_array_len(n: int, flexible: bool) -> bytes:
+    """An array's count: unsigned varint of n + 1 in flexible versions, else int32."""
+    return write_unsigned_varint(n + 1) if flexible else _INT32.pack(n)
+
+
+def write_tagged_fields(fields: list[tuple[int, bytes]]) -> bytes:
+    out = bytearray(write_unsigned_varint(len(fields)))
+    for tag, payload in fields:
+        out += write_unsigned_varint(tag)
+        out += write_unsigned_varint(len(payload))
+        out += payload
+    return bytes(out)
+
+
 def skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:
     count, pos = read_unsigned_varint(buf, pos)
     for _ in range(count):

@@ -13,9 +13,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from headwater.protocol.frame import response_header, write_compact_string, write_unsigned_varint
+from headwater.protocol.frame import response_header, write_array_len, write_nullable_string, write_string
 
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _OFFSETS_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _OFFSETS_V5 = struct.Struct(">ihqqq")  # ... and log start offset
@@ -33,31 +32,16 @@ class PartitionResult:
     error_message: str | None = None
 
 
-def _string(value: str | None, flexible: bool, nullable: bool) -> bytes:
-    if flexible:
-        return write_compact_string(value)
-    if value is None:
-        if not nullable:
-            raise ValueError("a null string where the schema does not allow one")
-        return _I16.pack(-1)
-    raw = value.encode()
-    return _I16.pack(len(raw)) + raw
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    return write_unsigned_varint(n + 1) if flexible else _I32.pack(n)
-
-
 def encode_produce_response(version: int, correlation_id: int,
                             topics: Sequence[tuple[str, Sequence[PartitionResult]]], throttle_time_ms: int = 0) -> bytes:
     """The whole frame (size prefix, header, body) of a ProduceResponse of ``version`` (3-11)."""
     if not 3 <= version <= 11:
         raise ValueError(f"ProduceResponse v{version} is not written here")
     flexible = version >= FLEXIBLE_FROM
-    out = [response_header(correlation_id, flexible), _count(len(topics), flexible)]
+    out = [response_header(correlation_id, flexible), write_array_len(len(topics), flexible)]
     for name, partitions in topics:
-        out.append(_string(name, flexible, nullable=False))
-        out.append(_count(len(partitions), flexible))
+        out.append(write_string(name, flexible))
+        out.append(write_array_len(len(partitions), flexible))
         for p in partitions:
             if version >= 5:
                 out.append(_OFFSETS_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
@@ -65,13 +49,13 @@ def encode_produce_response(version: int, correlation_id: int,
             else:
                 out.append(_OFFSETS_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
             if version >= 8:
-                out.append(_count(len(p.record_errors), flexible))
+                out.append(write_array_len(len(p.record_errors), flexible))
                 for batch_index, message in p.record_errors:
                     out.append(_I32.pack(batch_index))
-                    out.append(_string(message, flexible, nullable=True))
+                    out.append(write_nullable_string(message, flexible))
                     if flexible:
                         out.append(b"\x00")
-                out.append(_string(p.error_message, flexible, nullable=True))
+                out.append(write_nullable_string(p.error_message, flexible))
             if flexible:
                 out.append(b"\x00")
         if flexible:
