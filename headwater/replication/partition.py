@@ -572,11 +572,14 @@ class PartitionReplica:
         leader_log_start_offset: int,
         epoch_end_offset: EpochLookup,
         now_ms: int,
+        update_state: bool = True,
     ) -> FetchDecision:
         """Validate a replica's fetch, update its progress, maybe propose an ISR expansion.
 
         ``epoch_end_offset`` is the leader log's epoch-cache lookup; it is called only when the fetch
-        carries a last fetched epoch.
+        carries a last fetched epoch. ``update_state=False`` answers a fetch read again after its
+        wait: the follower's progress was taken when it arrived (Partition.fetchRecords updates the
+        follower's state only outside the purgatory).
         """
         error = self.check_leader_epoch(fetch.current_leader_epoch)
         if error != ErrorCode.NONE:
@@ -603,6 +606,8 @@ class PartitionReplica:
                 return answer(diverging=EpochEndOffset(epoch, end_offset))
         if not leader_log_start_offset <= fetch.fetch_offset <= leo:
             return answer(ErrorCode.OFFSET_OUT_OF_RANGE)
+        if not update_state:
+            return answer()
 
         ls.followers[fetch.replica_id] = ls.followers[fetch.replica_id].after_fetch(
             fetch.fetch_offset, fetch.log_start_offset, now_ms, leo, fetch.replica_epoch

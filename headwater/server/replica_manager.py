@@ -594,11 +594,13 @@ class ReplicaManager:
         return gap
 
     def follower_fetch(self, hosted: Hosted, replica_id: int, replica_epoch: int, fetch_offset: int,
-                       current_leader_epoch: int, last_fetched_epoch: int, log_start_offset: int) -> Any:
+                       current_leader_epoch: int, last_fetched_epoch: int, log_start_offset: int,
+                       update_state: bool = True) -> Any:
         replica, plog = hosted.replica, hosted.plog
         decision = replica.on_follower_fetch(
             FollowerFetch(replica_id, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset, replica_epoch),
             leader_log_start_offset=plog.log_start_offset, epoch_end_offset=plog.end_offset_for_epoch, now_ms=now_ms(),
+            update_state=update_state,
         )
         if decision.high_watermark_update is not None:
             self._apply_hw(hosted, decision.high_watermark_update)

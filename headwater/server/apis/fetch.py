@@ -93,7 +93,7 @@ class FetchApis:
         if total < body.min_bytes and body.max_wait_ms > 0 and not any(
             p.error_code or p.diverging_epoch or p.preferred_read_replica >= 0 for t in topics for p in t.partitions
         ) and await self._wait_for_data(topics, body.max_wait_ms / 1000.0, _replica_id(req) >= 0):
-            topics, _total = self._read_fetch(req, refused, wanted)
+            topics, _total = self._read_fetch(req, refused, wanted, after_wait=True)
         return topics
 
     async def _session_fetch(self, req: Request) -> tuple[ErrorCode, int, list[FetchTopicData]]:
@@ -181,10 +181,11 @@ class FetchApis:
             return set() if self.ctx.authz.cluster(req, AclOperation.CLUSTER_ACTION) else names
         return {n for n in sorted(names) if not self.ctx.authz.topic(req, AclOperation.READ, n)}
 
-    def _read_fetch(self, req: Request, refused: set[str],
-                    wanted: Sequence[Any] | None = None) -> tuple[list[FetchTopicData], int]:
+    def _read_fetch(self, req: Request, refused: set[str], wanted: Sequence[Any] | None = None,
+                    after_wait: bool = False) -> tuple[list[FetchTopicData], int]:
         """Read every partition of the request (or of ``wanted``: a fetch session's topics, shaped
-        like the request's) as a Fetch response of the request's version says it."""
+        like the request's) as a Fetch response of the request's version says it. ``after_wait``:
+        the read at the end of a wait, which leaves a follower's progress as its first read set it."""
         body = req.body
         replica_id = _replica_id(req)
         replica_epoch = -1 if req.version < 15 or body.replica_state is None else body.replica_state.replica_epoch
@@ -219,7 +220,7 @@ class FetchApis:
                         decision = self.ctx.replicas.follower_fetch(
                             hosted, replica_id, replica_epoch, fp.fetch_offset, current_epoch,
                             fp.last_fetched_epoch if req.version >= 12 else -1,
-                            fp.log_start_offset if req.version >= 5 else -1,
+                            fp.log_start_offset if req.version >= 5 else -1, update_state=not after_wait,
                         )
                         data.error_code = decision.error
                         data.high_watermark = decision.high_watermark

@@ -52,12 +52,13 @@ def leader(
 
 
 def fetch(r: PartitionReplica, log: ModelLog, replica: int, offset: int, now_ms: int, *,
-          last_epoch: int = -1, leader_epoch: int | None = None) -> FetchDecision:
+          last_epoch: int = -1, leader_epoch: int | None = None, update_state: bool = True) -> FetchDecision:
     decision = r.on_follower_fetch(
         FollowerFetch(replica, r.leader_epoch if leader_epoch is None else leader_epoch, offset, last_epoch),
         leader_log_start_offset=log.log_start_offset,
         epoch_end_offset=log.end_offset_for_epoch,
         now_ms=now_ms,
+        update_state=update_state,
     )
     r.validate_state()
     return decision
@@ -210,6 +211,28 @@ def test_follower_joins_the_isr_when_it_reaches_the_high_watermark() -> None:
     out = accept(r, d.alter_partition, T0)
     assert out.committed and r.isr == (1, 2, 3) and r.partition_epoch == 1
     assert r.pending_alter_partition is None
+
+
+def test_a_fetch_read_again_after_its_wait_leaves_the_follower_state_alone() -> None:
+    # Kafka's Partition.fetchRecords updates a follower's fetch state only when the fetch arrives
+    # (updateFetchState = !readFromPurgatory): the DelayedFetch's read at the end of the wait
+    # answers with the log as it is then, but moves neither the follower's progress, nor the
+    # high watermark, nor the ISR.
+    r, log = leader(isr=(1, 2), log=ModelLog([0] * 10), hw=8)
+    fetch(r, log, 2, 8, T0)
+    before = r.progress(3)
+    d = fetch(r, log, 3, 10, T0 + 5, update_state=False)
+    assert d.read_records and d.high_watermark == 8 and d.alter_partition is None
+    assert d.high_watermark_update is None
+    assert r.progress(3) == before and r.maximal_isr == {1, 2}
+    d = fetch(r, log, 2, 10, T0 + 5, update_state=False)
+    assert d.high_watermark_update is None and r.high_watermark == 8
+    # It is still a fetch from a fenced epoch or beyond the log end, answered with its error.
+    assert fetch(r, log, 2, 10, T0, leader_epoch=0, update_state=False).error == ErrorCode.FENCED_LEADER_EPOCH
+    assert fetch(r, log, 2, 11, T0, update_state=False).error == ErrorCode.OFFSET_OUT_OF_RANGE
+    # The same fetches counted as arrivals move all three.
+    assert fetch(r, log, 2, 10, T0 + 5).high_watermark_update is not None
+    assert fetch(r, log, 3, 10, T0 + 5).alter_partition is not None
 
 
 def test_follower_joins_only_after_the_leader_epoch_start() -> None:
