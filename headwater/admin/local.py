@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,10 +24,39 @@ ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")  # Debian's zookeeper pack
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")  # its log4j settings
 
 
-def free_port() -> int:
+LISTEN_PORTS_FROM = 10_000
+EPHEMERAL_PORT_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _listen_port_range() -> range:
+    """Ports for servers started here: below the kernel's ephemeral range. A port chosen now for a
+    server started later (a broker that joins, or restarts on its old port) is not held meanwhile;
+    inside the ephemeral range any client connection may take it as its local port, and the
+    server then fails to bind (EADDRINUSE)."""
+    try:
+        first_ephemeral = int(EPHEMERAL_PORT_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32_768  # Linux's default range starts here
+    return range(LISTEN_PORTS_FROM, max(first_ephemeral, LISTEN_PORTS_FROM + 1_000))
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(attempts: int = 1_000) -> int:
+    """A port on 127.0.0.1 that is free now, outside the ephemeral range (``_listen_port_range``)."""
+    ports = _listen_port_range()
+    for _ in range(attempts):
+        port = random.choice(ports)
+        if _bindable(port):
+            return port
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
 def free_port_range(count: int, attempts: int = 100) -> int:
@@ -34,7 +64,7 @@ def free_port_range(count: int, attempts: int = 100) -> int:
     gives broker i the port base + i - 1): one free port alone says nothing of its neighbours."""
     for _ in range(attempts):
         base = free_port()
-        if base + count > 65536:
+        if base + count > _listen_port_range().stop:
             continue
         held: list[socket.socket] = []
         try:

@@ -9,7 +9,6 @@ it sends and how it reads the answers.
 
 from __future__ import annotations
 
-import socket
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,6 +26,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 from headwater.admin import transactions as tool
+from headwater.admin.local import free_port
 from headwater.admin.transactions import (
     AbortSpec,
     CallFailed,
@@ -541,9 +541,7 @@ def test_missing_command_config(tmp_path: Any) -> None:
 def test_unreachable_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     # the Java client keeps trying until default.api.timeout.ms, then fails the call
     monkeypatch.setattr(tool, "API_TIMEOUT_S", 0.3)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nobody listens there
+    port = free_port()  # nobody listens there
     result = run("--bootstrap-server", f"127.0.0.1:{port}", "list")
     assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == ("Failed to list transactions: Timed out waiting for a node assignment. Call: "
