@@ -53,8 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 PATHS = znodes.PATHS
 LEADER_DURING_DELETE = -2
-CONTROLLED_SHUTDOWN_RETRIES = 3
-CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 LEADER_AND_ISR_YIELD_EVERY = 200
 ELECTION_RETRY_S = 0.5  # after a controller election failed on a lost ZooKeeper connection
 
@@ -221,7 +219,16 @@ class ClusterMember:
         await self.zk.stop()
 
     async def _controlled_shutdown(self) -> None:
-        for attempt in range(CONTROLLED_SHUTDOWN_RETRIES):
+        """Kafka's ZK-mode controlled shutdown (KafkaServer.controlledShutdown): up to
+        ``controlled.shutdown.max.retries`` attempts, ``controlled.shutdown.retry.backoff.ms`` apart
+        (no wait after the last), each asking the controller this broker knows of then."""
+        config = self.broker.config
+        if not config.controlled_shutdown_enable:
+            return
+        attempts = config.controlled_shutdown_max_retries
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
             controller = self.broker.image.controller_id
             if controller < 0:
                 return
@@ -243,7 +250,8 @@ class ClusterMember:
                 log.info("controlled shutdown attempt %d: %s, %d partitions remain", attempt + 1, error.name, len(remaining))
             except (ChannelError, Exception) as exc:
                 log.info("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
-            await asyncio.sleep(CONTROLLED_SHUTDOWN_BACKOFF_S)
+        log.warning("controlled shutdown of broker %d failed after %d attempts: stopping anyway", self.broker_id,
+                    attempts)
 
     # --- election ------------------------------------------------------------------------------------
 

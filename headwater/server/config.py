@@ -54,6 +54,10 @@ class BrokerConfig:
     # replica.selector.class is Kafka's RackAwareReplicaSelector: consumers read from a replica in
     # their rack (KIP-392). Off by default, as in Kafka.
     rack_aware_reads: bool = False
+    # Kafka's controlled shutdown settings (KafkaConfig's defaults).
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5000
 
     @property
     def advertised_listener(self) -> Listener:
@@ -200,6 +204,9 @@ def broker_config(props: dict[str, str]) -> BrokerConfig:
         inter_broker_listener=_inter_broker_listener(props, listeners, protocols),
         max_request_partition_size_limit=_int(props, "max.request.partition.size.limit", 2000),
         rack_aware_reads=_replica_selector(props),
+        controlled_shutdown_enable=_bool(props, "controlled.shutdown.enable", True),
+        controlled_shutdown_max_retries=_int(props, "controlled.shutdown.max.retries", 3),
+        controlled_shutdown_retry_backoff_ms=_int(props, "controlled.shutdown.retry.backoff.ms", 5000),
     )
 
 
