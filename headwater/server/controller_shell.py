@@ -91,6 +91,7 @@ class ControllerShell:
         self._legacy_seen = -1  # czxid of the legacy reassignment znode already handed to the core
         self._preferred_seen = -1  # likewise for /admin/preferred_replica_election
         self._rebalance_task: asyncio.Task[None] | None = None
+        self._epoch_zk_version = -1  # the /controller_epoch version this controller won with: its writes check it
         self.healer = SelfHealer(broker_id, self.core.state, self.request, load=self._load_healing,
                                  save=self._save_healing, audit=audit)
         self._healer_task: asyncio.Task[None] | None = None
@@ -104,6 +105,7 @@ class ControllerShell:
 
     async def start(self, epoch: int, epoch_zk_version: int) -> None:
         started = time.monotonic()
+        self._epoch_zk_version = epoch_zk_version
         tree = await self._read_tree()
         legacy = tree.get(PATHS.REASSIGN_PARTITIONS)
         if legacy is not None:
@@ -132,10 +134,12 @@ class ControllerShell:
         return found[0] if found is not None else None
 
     async def _save_healing(self, data: bytes) -> None:
+        """Fenced by the controller epoch, as every write of a controller: a controller that lost
+        its election must not overwrite its successor's record (ControllerMovedError)."""
         try:
-            await self.zk.set(PATHS.SELF_HEALING, data)
+            await self.zk.fenced(self._epoch_zk_version, [("set", PATHS.SELF_HEALING, data, -1)])
         except NoNodeError:
-            await self.zk.create(PATHS.SELF_HEALING, data, make_parents=True)
+            await self.zk.fenced(self._epoch_zk_version, [("create", PATHS.SELF_HEALING, data, -1)])
 
     async def _read_tree(self) -> dict[str, Znode]:
         """The znodes the failover snapshot needs (``snapshot_from_znodes``), with their stat numbers.

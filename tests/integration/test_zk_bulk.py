@@ -181,3 +181,34 @@ async def zk_states(zk: ZooKeeper, n: int) -> dict[TopicPartition, LeaderIsr]:
         tp = TopicPartition("big", p)
         out[tp] = decode_partition_state(tp, f[0], f[1].version)
     return out
+
+
+def test_the_healing_record_is_written_only_by_the_current_controller(zk_server: ZooKeeperProcess) -> None:
+    """Every write of Kafka's ZK controller is a multi with check(/controller_epoch, its version)
+    (KafkaZkClient's ``expectedControllerEpochZkVersion``): a controller that lost its election
+    while it still ran writes nothing. /admin/self_healing is written the same way."""
+
+    async def body(zk: ZooKeeper) -> None:
+        await zk.create_top_level_paths()
+        with contextlib.suppress(NoNodeError):
+            await zk.delete(PATHS.SELF_HEALING)
+        with contextlib.suppress(NoNodeError):
+            await zk.delete(PATHS.CONTROLLER)
+        won = await zk.elect_controller(1, 0)
+        assert won is not None
+        shell = ControllerShell(1, zk, ControllerConfig(1, 3), on_resigned=lambda: None)
+        await shell.start(*won)
+        try:
+            await shell._save_healing(b"first")  # creates the znode
+            await shell._save_healing(b"second")  # and sets it
+            assert (await zk.get(PATHS.SELF_HEALING) or (b"",))[0] == b"second"
+            # Another broker wins an election: /controller_epoch moves on.
+            await zk.delete(PATHS.CONTROLLER)
+            assert await zk.elect_controller(2, 0) is not None
+            with pytest.raises(ControllerMovedError):
+                await shell._save_healing(b"from the old controller")
+            assert (await zk.get(PATHS.SELF_HEALING) or (b"",))[0] == b"second"
+        finally:
+            await shell.stop()
+
+    run(zk_server, body)
