@@ -38,6 +38,9 @@ DEFAULT_PROPS = {
     "default.replication.factor": "3",
     "num.partitions": "1",
     "auto.create.topics.enable": "false",
+    # ``stop`` stops every broker at once; those whose controller stopped first retry it in vain,
+    # one backoff per retry (docs/operations.md, "Controlled shutdown").
+    "controlled.shutdown.retry.backoff.ms": "300",
 }
 
 
