@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from confluent_kafka import Producer
-from console_support import ConsoleProcess, css, descendants, prop, running, screenshot, text, wait_css
+from console_support import ConsoleProcess, click, css, descendants, prop, running, screenshot, text, wait_css
 
 from headwater.admin.client import AdminClient
 from headwater.admin.local import free_port
@@ -213,11 +213,11 @@ def test_plan_execute_and_elect_from_the_page(cluster: LocalCluster, console: Co
 
     # Back on the Plan page: the executed plan is done; elect the preferred leaders.
     browser.get(console.url + "/plan")
-    button = wait_css(browser, "#plan-elect:not([disabled])", 60)
+    wait_css(browser, "#plan-elect:not([disabled])", 60)
     with capsys.disabled():
         print(f"\nnot led by their preferred leader before the election: "
               f"{sorted(p for p, (r, leader) in after.items() if leader != r[0])}")
-    button.click()
+    click(browser, "#plan-elect:not([disabled])")  # the status area around it is rebuilt as the page polls
     wait_for(lambda: all(leader == r[0] for r, leader in partitions(cluster).values()), 60,
              "every partition led by its preferred leader")
     wait_for(lambda: "Every partition is led by its preferred leader" in text(browser, "#plan-exec"), 30,
