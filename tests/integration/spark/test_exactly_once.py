@@ -286,7 +286,10 @@ def finish_app(proc: subprocess.Popen[bytes], timeout_s: float = SPARK_APP_TIMEO
         out, _ = proc.communicate()
         raise AssertionError("the Spark app did not finish:\n" + out.decode(errors="replace")[-4000:]) from None
     text = out.decode(errors="replace")
-    assert proc.returncode == 0, f"the Spark app failed ({proc.returncode}):\n{text[-6000:]}"
+    # A Java stack trace fills the tail: the exceptions' own lines name the cause.
+    causes = [line for line in text.splitlines() if "Exception:" in line or "Error:" in line or "Caused by" in line]
+    assert proc.returncode == 0, (f"the Spark app failed ({proc.returncode}):\n" + "\n".join(causes[:30])
+                                  + f"\n--- the output's end ---\n{text[-6000:]}")
     return text
 
 
