@@ -82,6 +82,12 @@ class SecuredCluster:
             client.refresh()
             return client.controller_id
 
+    def registered(self) -> set[int]:
+        """The brokers Metadata lists: those the controller has told the brokers about."""
+        with AdminClient(self.bootstrap, security=client_security(self.admin_props())) as client:
+            client.refresh()
+            return set(client.nodes)
+
     def znode(self, path: str) -> dict[str, Any] | None:
         client = KazooClient(hosts=self.zk.connect)
         client.start(timeout=10)
@@ -130,6 +136,8 @@ def secured(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SecuredC
             b.wait_ready()
         cluster = SecuredCluster(zk, brokers, client_ports, tls, admin_config)
         wait_for(lambda: cluster.controller_id() > 0, 30, "a controller")
+        # Listening is not registered: a topic of RF 3 needs all three in the controller's view.
+        wait_for(lambda: cluster.registered() == set(brokers), 30, "every broker registered")
         cluster.headwater("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "users",
                           "--entity-name", USER, "--add-config", f"SCRAM-SHA-512=[iterations=8192,password={PASSWORD}]")
         yield cluster
