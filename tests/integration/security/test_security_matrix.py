@@ -77,16 +77,14 @@ class SecuredCluster:
         assert result.exit_code == 0, f"headwater {' '.join(args)}: {result.output}"
         return result.output
 
-    def controller_id(self) -> int:
+    def metadata(self) -> tuple[int, set[int]]:
+        """(controller id, the brokers listed): Metadata lists those the controller told the brokers of."""
         with AdminClient(self.bootstrap, security=client_security(self.admin_props())) as client:
             client.refresh()
-            return client.controller_id
+            return client.controller_id, set(client.nodes)
 
-    def registered(self) -> set[int]:
-        """The brokers Metadata lists: those the controller has told the brokers about."""
-        with AdminClient(self.bootstrap, security=client_security(self.admin_props())) as client:
-            client.refresh()
-            return set(client.nodes)
+    def controller_id(self) -> int:
+        return self.metadata()[0]
 
     def znode(self, path: str) -> dict[str, Any] | None:
         client = KazooClient(hosts=self.zk.connect)
@@ -135,9 +133,9 @@ def secured(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SecuredC
         for b in brokers.values():
             b.wait_ready()
         cluster = SecuredCluster(zk, brokers, client_ports, tls, admin_config)
-        wait_for(lambda: cluster.controller_id() > 0, 30, "a controller")
         # Listening is not registered: a topic of RF 3 needs all three in the controller's view.
-        wait_for(lambda: cluster.registered() == set(brokers), 30, "every broker registered")
+        wait_for(lambda: (lambda controller, listed: controller > 0 and listed == set(brokers))(*cluster.metadata()),
+                 30, "a controller and every broker registered")
         cluster.headwater("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "users",
                           "--entity-name", USER, "--add-config", f"SCRAM-SHA-512=[iterations=8192,password={PASSWORD}]")
         yield cluster
