@@ -5,7 +5,12 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 APT_PACKAGES := zookeeper kcat default-jre-headless iproute2 nftables iptables chromium chromium-driver
 SUDO  := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# pytest-xdist is not used: tests start real brokers and bind ports, and 2 cores are already busy.
+# Tests run on two pytest-xdist workers, each module whole on one worker (tests/conftest.py keeps
+# a few folders together). Most integration time is waiting (sessions to expire, JVMs to start,
+# throttled copies): the serial suite kept the 2 cores about a third busy. Every test binds free
+# ports (headwater.admin.local.free_port) and names what it creates after its own process.
+# PYTEST_WORKERS=0 runs the suite in one process.
+PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?= --durations=25
 
 .PHONY: demo test lint typecheck unit system venv js bench chaos clean
@@ -14,7 +19,7 @@ demo: system venv
 	$(PY) -m headwater demo
 
 test: system venv js lint typecheck
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check $(wildcard headwater tests benchmarks examples)

@@ -96,7 +96,11 @@ def sweep_leftovers() -> list[str]:
 def _free_subnet() -> int:
     """A third octet of 10.77.x.0/24 that no interface of this machine uses yet."""
     used = set(re.findall(r"inet 10\.77\.(\d+)\.", run("ip", "-o", "-4", "addr", "show", check=False)))
-    for octet in range(1, 255):
+    # Start the search at a place of this process's own: two test workers creating sandboxes at the
+    # same moment would otherwise both take the lowest free subnet.
+    start = os.getpid()
+    for i in range(254):
+        octet = 1 + (start + i) % 254
         if str(octet) not in used:
             return octet
     raise RuntimeError("every 10.77.x.0/24 subnet is in use")
