@@ -53,6 +53,8 @@ _ARRAY_NULL = re.compile(r"^(\s*)if (_n\d+) == -1:$")
 _TAG_COPY = re.compile(r"^(\s*)(_bio\d+) = _BytesIO\(bytes\(data\[pos:\]\)\)$")
 _VARINT_START = re.compile(r"^\s*_sh\d+ = 0$")
 _VARINT_NEXT = re.compile(r"^(\s*)(_sh\d+) \+= 7$")
+_BYTES_COPY = re.compile(r"^(\s*)(_val\d+) = bytes\((data\[pos:pos\+_ln\d+\])\)$")
+_FIELD_SET = re.compile(r"^\s*_obj\d+\.(\w+) = (_val\d+)$")
 
 
 def _varint_too_long() -> None:
@@ -245,6 +247,7 @@ def _compile(message: Any, version: int) -> Callable[[memoryview, int], tuple[An
     finally:
         schema._data_class = saved
     ctx.emit("    ", "return obj, pos")
+    _records_as_views(ctx, _records_fields(schema, version))
     arrays = tags = varints = varint_loops = 0
     lines: list[str] = []
     for line in ctx.lines:
@@ -276,6 +279,34 @@ def _compile(message: Any, version: int) -> Callable[[memoryview, int], tuple[An
     exec(compile(ctx.source(), f"<strict_decode:{message.name}_v{version}>", "exec"), ctx.globs)
     decode: Callable[[memoryview, int], tuple[Any, int]] = ctx.globs["_decode"]
     return decode
+
+
+def _records_fields(schema: Any, version: int) -> set[str]:
+    """Names of the fields of type ``records`` in the struct or the structs it holds."""
+    names = set()
+    for field in schema.untagged_fields(version):
+        if field.is_struct_array() or field.is_struct():
+            names |= _records_fields(field.array_of if field.is_struct_array() else field, version)
+        elif field.type_str == "records":
+            names.add(field.name)
+    return names
+
+
+def _records_as_views(ctx: Any, names: set[str]) -> None:
+    """A ``records`` field (a Produce's batches) is read as a view of the frame rather than a copy
+    of it: the leader assigns offsets in those bytes and writes them as they are. Other byte fields
+    stay copies, which the code that reads them expects."""
+    if not names:
+        return
+    views = {m[2] for line in ctx.lines if (m := _FIELD_SET.match(line)) and m[1] in names}
+    changed = 0
+    for i, line in enumerate(ctx.lines):
+        if (m := _BYTES_COPY.match(line)) and m[2] in views:
+            ctx.lines[i] = f"{m[1]}{m[2]} = {m[3]}"
+            changed += 1
+    if not views or changed != len(views):
+        raise RuntimeError(f"kafka-python's decoder reads the records fields {sorted(names)} in code this "
+                           f"module does not know: {changed} of {len(views)} reads changed")
 
 
 def _decoder(message: Any, version: int) -> _Decoder:

@@ -530,7 +530,7 @@ class ReplicaManager:
     def hosted(self, topic: str, partition: int) -> Hosted | None:
         return self.partitions.get((topic, partition))
 
-    def append(self, hosted: Hosted, records: bytearray, acks: int, timeout_ms: int,
+    def append(self, hosted: Hosted, records: bytearray | memoryview, acks: int, timeout_ms: int,
                origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[AppendResult, asyncio.Future[ErrorCode] | None]:
         """Append as leader; return what was appended and, when the answer must wait, a future of
         the final error: for acks=all, until the high watermark covers the batch; and, when the

@@ -355,7 +355,7 @@ class PartitionLog:
 
     def append_as_leader(
         self,
-        records: bytearray,
+        records: bytes | bytearray | memoryview,
         leader_epoch: int,
         now_ms: int,
         *,
@@ -369,8 +369,8 @@ class PartitionLog:
         ``origin``: a client's batches, or a coordinator's (transaction markers and offset commits:
         see ``producers.py``)."""
         self._check_open()
-        if not isinstance(records, bytearray):
-            records = bytearray(records)
+        if isinstance(records, bytes) or (isinstance(records, memoryview) and records.readonly):
+            records = bytearray(records)  # offsets and epochs are written into the batches
         batches = self._parse_batches(records, max_batch_bytes if origin is AppendOrigin.CLIENT else None)
         for pos, header in batches:
             if header.record_count == 0 or header.record_count != header.last_offset_delta + 1:

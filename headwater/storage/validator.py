@@ -52,7 +52,7 @@ _INVALID_TIMESTAMP_MESSAGE = "One or more records have been rejected due to inva
 
 @dataclass(frozen=True, slots=True)
 class Validated:
-    records: bytearray  # the batches to write: the same buffer, changed in place, or a rebuilt one
+    records: bytearray | memoryview  # the batches to write: the same buffer, changed in place, or a rebuilt one
     batches: list[tuple[int, BatchHeader]]  # their positions and (current) headers
     rebuilt: bool  # some batch was rebuilt: sizes may have changed (max.message.bytes is checked again)
     log_append_time_ms: int  # the time stamped on the batches with LogAppendTime, else -1
@@ -85,7 +85,7 @@ def _raise(errors: list[tuple[int, str]], timestamp_error: bool) -> None:
 
 
 def validate_and_convert(
-    records: bytearray, batches: list[tuple[int, BatchHeader]], config: LogConfig, now_ms: int, partition_name: str,
+    records: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], config: LogConfig, now_ms: int, partition_name: str,
 ) -> Validated:
     """Check ``batches`` (CRC and header counts already checked) against ``config`` at ``now_ms`` and
     convert them as the topic asks; raise RecordValidationError (INVALID_RECORD, INVALID_TIMESTAMP)

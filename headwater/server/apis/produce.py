@@ -54,8 +54,9 @@ class ProduceApis:
                     if not records:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "empty records")
                     # max.message.bytes is checked per batch by the append, after the leader's
-                    # NOT_ENOUGH_REPLICAS check, as in Kafka's appendRecordsToLeader.
-                    result, wait = self.ctx.replicas.append(hosted, bytearray(records), acks, body.timeout_ms)
+                    # NOT_ENOUGH_REPLICAS check, as in Kafka's appendRecordsToLeader. The records
+                    # are a view of the request's frame: offsets are assigned in it, and it is written.
+                    result, wait = self.ctx.replicas.append(hosted, records, acks, body.timeout_ms)
                     part.base_offset, part.log_append_time_ms = result.base_offset, result.log_append_time
                     part.log_start_offset = hosted.plog.log_start_offset
                 except KafkaError as exc:

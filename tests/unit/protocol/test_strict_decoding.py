@@ -269,3 +269,24 @@ def test_malformed_samples_are_all_refused() -> None:
     for key, version in API_VERSIONS:
         for label, frame in sample(key, version).malformed(rng):
             assert _refused(frame), f"{key.name} v{version}: {label}"
+
+
+def test_produce_records_are_a_view_of_the_frame_other_bytes_are_copies() -> None:
+    """Kafka's generated ProduceRequestData reads a partition's records with ``readRecords``, a
+    MemoryRecords over a slice of the request's buffer (no copy); the leader assigns offsets in
+    those bytes and writes them. So do we: the records are a writable view of the frame."""
+    batch = bytes(range(61)) * 2
+    P = ProduceRequest.TopicProduceData.PartitionProduceData
+    req = ProduceRequest(version=9, transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[P(index=0, records=batch)])])
+    req.with_header(correlation_id=7, client_id="c")
+    frame = bytearray(req.encode(header=True, framed=False))
+    records = decode_request(frame).body.topic_data[0].partition_data[0].records
+    assert isinstance(records, memoryview) and not records.readonly and records.obj is frame
+    assert records == batch
+    records[0] = 0xFF
+    assert frame[frame.index(batch[1:]) - 1] == 0xFF
+    # A byte field of another request (SASL's token) is still a bytes object of its own.
+    token = b"\0alice\0alice-secret"
+    auth = decode_request(bytearray(header(36, 1) + struct.pack(">i", len(token)) + token)).body.auth_bytes
+    assert type(auth) is bytes and auth == token
