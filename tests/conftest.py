@@ -1,9 +1,10 @@
 """How `make test` shares the tests among its pytest-xdist workers.
 
-Each test module runs whole on one worker, so a module-scoped cluster starts once. Two folders go
-to one worker each as a whole: the Spark and planner tests share one SparkSession and broker per
-worker (session fixtures, a JVM start of about 15 s each), and the chaos tests create network
-namespaces and bridges, which are machine-wide.
+Each test module runs whole on one worker, so a module-scoped cluster starts once. Some folders
+run whole on one worker: the Spark and planner tests together, since they share one SparkSession
+and broker per worker (session fixtures, a JVM start of about 15 s each), and the chaos tests,
+since they create network namespaces and bridges, which are machine-wide. With ``-n``, this
+scheduler replaces the one ``--dist`` names.
 """
 
 from __future__ import annotations

@@ -27,10 +27,10 @@ negative array length reads as null, as in Kafka; a varint longer than 5 bytes i
 Kafka's ``ByteUtils.readUnsignedVarint``; tagged fields are read by ``_StrictTags`` from a view
 of the frame (kafka-python copies the rest of the frame for every struct that carries a tag, which
 is quadratic in the number of such structs); and a ``records`` field (a Produce's batches) is a
-view of the frame, not a copy, as Kafka's ``readRecords`` slices the request buffer. The decoder returns where it stopped, which must not
-be past the end of the body. Then the fields that may not be null are checked, with a plan computed once
-per message and version that visits only the struct levels that have such fields: the partitions
-of a fetch, all fixed-width, cost nothing.
+view of the frame, not a copy, as Kafka's ``readRecords`` slices the request buffer. The decoder
+returns where it stopped, which must not be past the end of the body. Then the fields that may not
+be null are checked, with a plan computed once per message and version that visits only the
+struct levels that have such fields: the partitions of a fetch, all fixed-width, cost nothing.
 
 Every failure raises ``MalformedFrameError`` (a ``ValueError``), which closes the connection.
 """
