@@ -221,7 +221,8 @@ class ClusterMember:
     async def _controlled_shutdown(self) -> None:
         """Kafka's ZK-mode controlled shutdown (KafkaServer.controlledShutdown): up to
         ``controlled.shutdown.max.retries`` attempts, ``controlled.shutdown.retry.backoff.ms`` apart
-        (no wait after the last), each asking the controller this broker knows of then."""
+        (no wait after the last), each asking the controller this broker knows of then. An attempt
+        when no controller, or no address for it, is known fails like any other and is retried."""
         config = self.broker.config
         if not config.controlled_shutdown_enable:
             return
@@ -231,7 +232,8 @@ class ClusterMember:
                 await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
             controller = self.broker.image.controller_id
             if controller < 0:
-                return
+                log.info("controlled shutdown attempt %d: no controller known", attempt + 1)
+                continue
             try:
                 if controller == self.broker_id and self.shell is not None:
                     resp = await self.shell.request(ev.ControlledShutdownRequested(self.broker_id, self.broker_epoch))
@@ -239,7 +241,9 @@ class ClusterMember:
                     error = resp.error if resp is not None else ErrorCode.NOT_CONTROLLER
                 else:
                     if self.broker.broker_address(controller) is None:
-                        return
+                        log.info("controlled shutdown attempt %d: controller %d has no known address", attempt + 1,
+                                 controller)
+                        continue
                     req = ControlledShutdownRequest(version=3, broker_id=self.broker_id,
                                                     broker_epoch=self.broker_epoch)
                     raw = await self.send_to_controller(req, 3, timeout_s=30)
