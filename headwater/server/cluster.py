@@ -232,7 +232,7 @@ class ClusterMember:
                 await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
             controller = self.broker.image.controller_id
             if controller < 0:
-                log.info("controlled shutdown attempt %d: no controller known", attempt + 1)
+                log.info("controlled shutdown attempt %d failed: no controller known", attempt + 1)
                 continue
             try:
                 if controller == self.broker_id and self.shell is not None:
@@ -241,7 +241,7 @@ class ClusterMember:
                     error = resp.error if resp is not None else ErrorCode.NOT_CONTROLLER
                 else:
                     if self.broker.broker_address(controller) is None:
-                        log.info("controlled shutdown attempt %d: controller %d has no known address", attempt + 1,
+                        log.info("controlled shutdown attempt %d failed: controller %d has no known address", attempt + 1,
                                  controller)
                         continue
                     req = ControlledShutdownRequest(version=3, broker_id=self.broker_id,
