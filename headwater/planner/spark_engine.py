@@ -275,12 +275,13 @@ class SparkEngine:
         self._width = width
         self._buckets = buckets
         cols = [F.col("topic"), F.col("partition"), F.col("size_bytes"), F.col("leader")]
+        # get() is null past a shorter replica list; indexing raises there under ANSI mode (Spark 4's default).
         cols += [
-            F.coalesce(F.col("replicas")[i], F.lit(NO_BROKER)).cast("bigint").alias(f"o{i}")
+            F.coalesce(F.get(F.col("replicas"), i), F.lit(NO_BROKER)).cast("bigint").alias(f"o{i}")
             for i in range(width)
         ]
         cols += [
-            F.coalesce(F.col("replicas")[i], F.lit(NO_BROKER)).cast("bigint").alias(f"r{i}")
+            F.coalesce(F.get(F.col("replicas"), i), F.lit(NO_BROKER)).cast("bigint").alias(f"r{i}")
             for i in range(width)
         ]
         cols += [(F.crc32(F.col("topic").cast("binary")) % F.lit(buckets)).cast("bigint").alias("bucket")]

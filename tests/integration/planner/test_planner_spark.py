@@ -17,7 +17,7 @@ from headwater.planner.generate import ClusterSpec, generate
 from headwater.planner.model import PlanOptions
 from headwater.planner.reassignment import read_reassignment
 from headwater.planner.snapshot import read_snapshot, write_snapshot
-from headwater.planner.spark_engine import SparkEngine
+from headwater.planner.spark_engine import NO_BROKER, SparkEngine
 
 pytestmark = pytest.mark.spark
 
@@ -117,3 +117,19 @@ def test_spark_reports_corrupt_and_inconsistent_input(spark: Any, tmp_path: Path
     assert result.exit_code == 1
     assert "unknown broker" in result.output
     assert not (tmp_path / "p.json").exists()
+
+
+def test_partitions_with_fewer_replicas_than_others_plan_as_locally(spark: Any, tmp_path: Path) -> None:
+    """A topic of RF 1 beside topics of RF 3: Spark 4 runs SQL in ANSI mode, where indexing past
+    the end of a shorter replica list raises instead of giving null."""
+    snap = generate(SPEC)
+    parts = snap.partitions.copy()
+    single = parts.index % 7 == 0  # these keep only their first replica, the leader
+    assert (parts.loc[single, "o0"] == parts.loc[single, "leader"]).all()
+    parts.loc[single, ["o1", "o2"]] = NO_BROKER
+    path = tmp_path / "mixed.parquet"
+    write_snapshot(path, snap.brokers, parts)
+    local_report, local_plan = _plan(LocalEngine(read_snapshot(path)))
+    report, text = _plan(SparkEngine.from_file(spark, path))
+    assert text == local_plan
+    assert report["replica_moves"] == local_report["replica_moves"]
