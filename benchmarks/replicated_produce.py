@@ -23,16 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "cluster"))
 
-from cluster_support import cpu_seconds, start_cluster
+from cluster_support import cpu_seconds, minor_faults, start_cluster
 from confluent_kafka import KafkaError, Message, Producer
 
 MESSAGE_BYTES = 1024
-
-
-def minor_faults(pids: list[int]) -> int:
-    """Minor page faults the processes have taken so far (field 10 of stat(5)): first touches of
-    freshly mapped memory, which a buffer allocated per request pays for on every large one."""
-    return sum(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7]) for pid in pids)
 
 
 def own_cpu_seconds() -> float:

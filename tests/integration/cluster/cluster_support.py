@@ -479,10 +479,21 @@ def resume(pid: int) -> None:
     os.kill(pid, signal.SIGCONT)
 
 
+def _stat_fields(pid: int) -> list[str]:
+    """stat(5) of a process from field 3 on (the command name, field 2, may hold spaces)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pids: Iterable[int]) -> float:
     """User + system CPU seconds the processes have used so far (fields 14 and 15 of stat(5))."""
     total = 0
     for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = _stat_fields(pid)
         total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def minor_faults(pids: Iterable[int]) -> int:
+    """Minor page faults the processes have taken so far (field 10 of stat(5)): first touches of
+    freshly mapped memory, such as a new buffer for a large request."""
+    return sum(int(_stat_fields(pid)[7]) for pid in pids)

@@ -133,9 +133,12 @@ def secured(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SecuredC
         for b in brokers.values():
             b.wait_ready()
         cluster = SecuredCluster(zk, brokers, client_ports, tls, admin_config)
-        # Listening is not registered: a topic of RF 3 needs all three in the controller's view.
-        wait_for(lambda: (lambda controller, listed: controller > 0 and listed == set(brokers))(*cluster.metadata()),
-                 30, "a controller and every broker registered")
+        def all_registered() -> bool:
+            # Listening is not registered: a topic of RF 3 needs all three in the controller's view.
+            controller, listed = cluster.metadata()
+            return controller > 0 and listed == set(brokers)
+
+        wait_for(all_registered, 30, "a controller and every broker registered")
         cluster.headwater("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type", "users",
                           "--entity-name", USER, "--add-config", f"SCRAM-SHA-512=[iterations=8192,password={PASSWORD}]")
         yield cluster
