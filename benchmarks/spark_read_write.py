@@ -39,7 +39,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as ClientTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from headwater.admin.local import free_port
+from headwater.admin.local import free_port, same_code_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,15 +57,16 @@ def own_broker(kind: str) -> Iterator[str]:
         url = f"tcp://127.0.0.1:{port}"
         command = [str(tansu), "broker", "--listener-url", url, "--advertised-listener-url", url]
         command += ["--storage-engine", "memory://tansu/"]
+        env = None
     else:
         config = data_dir / "broker.properties"
         config.write_text(
             f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nadvertised.listeners=PLAINTEXT://127.0.0.1:{port}\n"
             f"log.dirs={data_dir / 'logs'}\nnum.partitions=1\nauto.create.topics.enable=false\n"
         )
-        command = [sys.executable, "-m", "headwater", "broker", "--config", str(config)]
+        command, env = same_code_command("broker", "--config", str(config))
     with (data_dir / "broker.log").open("wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=env)
     bootstrap = f"127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20

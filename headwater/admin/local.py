@@ -81,12 +81,26 @@ def free_port_range(count: int, attempts: int = 100) -> int:
     raise RuntimeError(f"no {count} consecutive free ports found")
 
 
-def spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+def spawn(argv: list[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start a server process with its output appended to ``log_path``, in its own session (a Ctrl-C
     in the terminal goes to the demo or the test, which stop their servers themselves)."""
     with open(log_path, "ab") as log:
         return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
+
+
+def same_code_command(*args: str) -> tuple[list[str], dict[str, str]]:
+    """``python -m headwater ARGS`` running this process's headwater, and its environment.
+
+    ``python -m`` puts the working directory first on ``sys.path``, so a checkout there (the
+    repository root, where benchmarks run) would win over the one this process imported, e.g.
+    one named by ``PYTHONPATH`` for an old-against-new comparison. ``-P`` leaves the working
+    directory out, and this process's package root leads ``PYTHONPATH``.
+    """
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return [sys.executable, "-P", "-m", "headwater", *args], env
 
 
 def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -150,8 +164,8 @@ class BrokerProcess:
     def start(self, wait: bool = True) -> BrokerProcess:
         if not self.config_path.exists():
             self.write_config()
-        self.proc = spawn([*self.launcher(), sys.executable, "-m", "headwater", "broker", "--config",
-                           str(self.config_path)], self.log_path)
+        command, env = same_code_command("broker", "--config", str(self.config_path))
+        self.proc = spawn([*self.launcher(), *command], self.log_path, env)
         self.pid_path.write_text(f"{self.proc.pid}\n")
         if wait:
             self.wait_ready()
