@@ -179,7 +179,7 @@ class SessionCache:
 
 @dataclass(slots=True)
 class SessionBuilder:
-    """The follower's side, one per leader: which kind of fetch to send next, and what to put in it."""
+    """The follower's side, one per fetch loop: which kind of fetch to send next, and what to put in it."""
 
     session_id: int = 0
     epoch: int = INITIAL_EPOCH

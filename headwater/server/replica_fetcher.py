@@ -1,4 +1,5 @@
-"""The follower fetch loops: one task per leader broker, fetching every partition this broker follows there.
+"""The follower fetch loops: per leader broker, one task fetching the partitions this broker follows
+there, and one for those a reassignment is adding it to.
 
 The replica manager decides which partitions follow which leader (``PartitionReplica.fetcher``);
 this module sends the fetches, meters them against the follower throttles, and carries out what
@@ -53,10 +54,19 @@ YIELD_AFTER_BYTES = 256 * 1024
 # A probe's partition_max_bytes: the leader sends nothing, or one batch if the partition comes first
 # in its answer (KIP-74).
 PROBE_BYTES = 1
+# Lanes, named by the inter-broker channel each fetches on. A replica a reassignment adds fetches
+# on a loop and connection of its own: its copy's megabyte answers then never hold back the
+# fetches that move a high watermark, which acks=all produces wait for. On one shared fetch a
+# produce's replication waited for the copy's answer in flight, and for its append, every time.
+# (Kafka spreads partitions over num.replica.fetchers by hash instead, so a copy and the in-sync
+# partitions of one leader share a fetch whenever they share a fetcher thread.)
+FOLLOW_LANE = "fetch"
+ADDING_LANE = "fetch-adding"
+LANES = (FOLLOW_LANE, ADDING_LANE)
 
 
 class ReplicaFetchers:
-    """The fetch loops of one broker, one per leader it follows partitions of."""
+    """The fetch loops of one broker: per leader it follows partitions of, one per lane in use."""
 
     def __init__(
         self,
@@ -75,8 +85,8 @@ class ReplicaFetchers:
         self._follower_limiters = follower_limiters
         self._channel = channel
         self._wake = wake
-        self._fetchers: dict[int, asyncio.Task[None]] = {}
-        self._fetch_wakeups: dict[int, asyncio.Event] = {}
+        self._fetchers: dict[tuple[int, str], asyncio.Task[None]] = {}
+        self._fetch_wakeups: dict[tuple[int, str], asyncio.Event] = {}
         self._stopping = False
 
     async def stop(self) -> None:
@@ -89,33 +99,42 @@ class ReplicaFetchers:
                 await task
 
     def ensure(self, leader_id: int) -> None:
-        """A fetch loop for this leader, started if there is none, woken if there is."""
-        task = self._fetchers.get(leader_id)
-        if task is None or task.done():
-            self._fetch_wakeups[leader_id] = asyncio.Event()
-            self._fetchers[leader_id] = asyncio.get_running_loop().create_task(self._fetch_loop(leader_id))
-        else:
-            self.poke(leader_id)
+        """The fetch loops for this leader's partitions, started where there is none, woken where
+        there is. Called again when a partition may have changed lanes (a reassignment's end)."""
+        lanes = {self._lane(h) for h in self._following(leader_id)}
+        for lane in LANES:
+            key = (leader_id, lane)
+            task = self._fetchers.get(key)
+            if task is not None and not task.done():
+                self._fetch_wakeups[key].set()
+            elif lane in lanes:
+                self._fetch_wakeups[key] = asyncio.Event()
+                self._fetchers[key] = asyncio.get_running_loop().create_task(self._fetch_loop(leader_id, lane))
 
     def poke(self, leader_id: int) -> None:
-        """Wake this leader's loop: the partitions it follows there changed."""
-        event = self._fetch_wakeups.get(leader_id)
-        if event is not None:
-            event.set()
+        """Wake this leader's loops: the partitions they follow there changed."""
+        for lane in LANES:
+            event = self._fetch_wakeups.get((leader_id, lane))
+            if event is not None:
+                event.set()
 
-    def _following(self, leader_id: int) -> list[Hosted]:
+    def _lane(self, h: Hosted) -> str:
+        return ADDING_LANE if self.broker_id in h.replica.adding_replicas else FOLLOW_LANE
+
+    def _following(self, leader_id: int, lane: str | None = None) -> list[Hosted]:
         return [h for h in self.partitions.values()
-                if h.replica.role == Role.FOLLOWER and h.replica.fetcher is not None and h.replica.leader_id == leader_id]
+                if h.replica.role == Role.FOLLOWER and h.replica.fetcher is not None and h.replica.leader_id == leader_id
+                and (lane is None or self._lane(h) == lane)]
 
-    async def _fetch_loop(self, leader_id: int) -> None:
+    async def _fetch_loop(self, leader_id: int, lane: str) -> None:
         fetch_response_cls = API_SPECS[ApiKey.FETCH].response
         version = FOLLOWER_VERSION  # topic names, diverging epochs, current leader epoch
-        wakeup = self._fetch_wakeups[leader_id]
+        wakeup = self._fetch_wakeups[(leader_id, lane)]
         session = SessionBuilder()  # KIP-227: after the first fetch, only what changed
         while not self._stopping:
-            hosted = self._following(leader_id)
+            hosted = self._following(leader_id, lane)
             if not hosted:
-                self._fetchers.pop(leader_id, None)
+                self._fetchers.pop((leader_id, lane), None)
                 return
             now = now_ms()
             requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]] = {}
@@ -188,8 +207,7 @@ class ReplicaFetchers:
                 list(by_topic.items()), list(gone.items())), fetch_response_cls)
             fetched: dict[tuple[str, int], int] = {}
             try:
-                resp = await self._channel(leader_id, "fetch").request(req, version,
-                                                                       decode=decode_follower_fetch_response)
+                resp = await self._channel(leader_id, lane).request(req, version, decode=decode_follower_fetch_response)
             except ChannelError as exc:
                 log.debug("fetch from broker %d failed: %s", leader_id, exc)
                 session.reset()
@@ -214,7 +232,7 @@ class ReplicaFetchers:
                 for p in t.partitions:
                     session.answered((t.topic, p.partition_index), p.high_watermark)
             try:
-                await self._on_fetch_response(leader_id, requests, resp, fetched)
+                await self._on_fetch_response(leader_id, lane, requests, resp, fetched)
             finally:
                 self._settle(reserved, fetched)
 
@@ -226,7 +244,8 @@ class ReplicaFetchers:
         for key, (limiters, amount) in reserved.items():
             record_all(limiters, fetched.get(key, 0) - amount, now)
 
-    async def _on_fetch_response(self, leader_id: int, requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]],
+    async def _on_fetch_response(self, leader_id: int, lane: str,
+                                 requests: dict[tuple[str, int], tuple[Hosted, FetchRequestFields]],
                                  resp: FetchedResponse, fetched: dict[tuple[str, int], int]) -> None:
         """Carry out each partition's answer; ``fetched`` receives the bytes appended per partition."""
         now = now_ms()
@@ -249,7 +268,8 @@ class ReplicaFetchers:
                     log_end_offset=h.plog.log_end_offset, end_offset_for_epoch=h.plog.end_offset_for_epoch, now_ms=now,
                 )
                 try:
-                    appended = fetched[(t.topic, p.partition_index)] = await self._carry_out(leader_id, h, action, records)
+                    appended = fetched[(t.topic, p.partition_index)] = await self._carry_out(leader_id, lane, h, action,
+                                                                                             records)
                 except KafkaError as exc:
                     log.warning("replica %s-%d: %s", t.topic, p.partition_index, exc)
                     continue
@@ -260,7 +280,7 @@ class ReplicaFetchers:
                     await asyncio.sleep(0)
                     now = now_ms()
 
-    async def _carry_out(self, leader_id: int, h: Hosted, action: Any, records: memoryview) -> int:
+    async def _carry_out(self, leader_id: int, lane: str, h: Hosted, action: Any, records: memoryview) -> int:
         """Do what the fetcher asked; return the bytes appended."""
         fetcher = h.replica.fetcher
         plog = h.plog
@@ -290,10 +310,10 @@ class ReplicaFetchers:
             plog.truncate_fully_and_start_at(action.offset)
             plog.high_watermark = fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
         elif isinstance(action, ListLeaderOffsets):
-            await self._list_leader_offsets(leader_id, h, action)
+            await self._list_leader_offsets(leader_id, lane, h, action)
         return appended
 
-    async def _list_leader_offsets(self, leader_id: int, h: Hosted, action: ListLeaderOffsets) -> None:
+    async def _list_leader_offsets(self, leader_id: int, lane: str, h: Hosted, action: ListLeaderOffsets) -> None:
         fetcher = h.replica.fetcher
         assert fetcher is not None
         cls = API_SPECS[ApiKey.LIST_OFFSETS].request
@@ -306,7 +326,7 @@ class ReplicaFetchers:
                 req = cls(version=version, replica_id=self.broker_id, isolation_level=0, topics=[T(
                     name=h.replica.topic, partitions=[P(partition_index=h.replica.partition,
                                                         current_leader_epoch=action.current_leader_epoch, timestamp=ts)])])
-                resp = await self._channel(leader_id, "fetch").request(req, version)
+                resp = await self._channel(leader_id, lane).request(req, version)
                 part = resp.topics[0].partitions[0]
                 if part.error_code:
                     fetcher.on_leader_offsets_error(ErrorCode(part.error_code), now_ms())
@@ -317,7 +337,7 @@ class ReplicaFetchers:
             return
         action2 = fetcher.on_leader_offsets(leader_log_start_offset=offsets[EARLIEST], leader_log_end_offset=offsets[LATEST],
                                             log_end_offset=h.plog.log_end_offset, now_ms=now_ms())
-        await self._carry_out(leader_id, h, action2, memoryview(b""))
+        await self._carry_out(leader_id, lane, h, action2, memoryview(b""))
 
 
 

@@ -413,6 +413,8 @@ class ReplicaManager:
                 plog.truncate_to(fetcher.initial_truncation.offset)
                 fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
             self.fetchers.ensure(fetcher.leader_id)
+        elif replica.fetcher is not None:
+            self.fetchers.ensure(replica.fetcher.leader_id)  # the end of a reassignment changes its lane
         if self.logs.get_future(topic, partition) is not None:
             # A move that a restart interrupted resumes (Kafka's maybeAddLogDirFetchers).
             self.mover.add(topic, partition)
