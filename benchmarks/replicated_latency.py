@@ -8,6 +8,10 @@ each; a message's latency runs from produce() to its delivery report, the first 
 seconds left out. Also the brokers' CPU seconds (user + system, from /proc) per MB sent, and a
 read-back of both topics: every acknowledged message must be there. Prints one JSON line.
 
+``client_cores`` is what this process used, the producer's librdkafka threads included: its
+idempotent producer busy-loops while a partition has five requests in flight (docs/performance.md,
+"The load generator's spin"), and on this machine that CPU is the brokers'.
+
     .venv/bin/python benchmarks/replicated_latency.py [--rates 1,2,10] [--seconds 8]
 """
 
@@ -56,6 +60,7 @@ def run_rate(cluster: LocalCluster, pids: list[int], topic: str, acks: str, mb_p
 
     producer.list_topics(topic, timeout=10)  # connections and metadata before the clock starts
     cpu0 = cpu_seconds(pids)
+    client_cpu0 = time.process_time()
     t0 = time.perf_counter()
     n = int(rate * seconds)
     i = 0
@@ -71,6 +76,7 @@ def run_rate(cluster: LocalCluster, pids: list[int], topic: str, acks: str, mb_p
         time.sleep(0.001)
     left = producer.flush(60)
     cpu = cpu_seconds(pids) - cpu0
+    client_cpu = time.process_time() - client_cpu0
     elapsed = time.perf_counter() - t0
     if left or errors:
         raise RuntimeError(f"{topic}: {left} undelivered, errors {errors[:3]}")
@@ -79,7 +85,8 @@ def run_rate(cluster: LocalCluster, pids: list[int], topic: str, acks: str, mb_p
     return {"messages": n, "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
             "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
             "max_ms": round(latencies[-1] * 1000, 2),
-            "broker_cpu_s_per_mb": round(cpu / sent_mb, 4), "broker_cores": round(cpu / elapsed, 3)}
+            "broker_cpu_s_per_mb": round(cpu / sent_mb, 4), "broker_cores": round(cpu / elapsed, 3),
+            "client_cores": round(client_cpu / elapsed, 3)}
 
 
 def read_back(bootstrap: str, topic: str, partitions: int) -> int:
