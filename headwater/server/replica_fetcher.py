@@ -98,18 +98,19 @@ class ReplicaFetchers:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    def ensure(self, leader_id: int) -> None:
-        """The fetch loops for this leader's partitions, started where there is none, woken where
-        there is. Called again when a partition may have changed lanes (a reassignment's end)."""
-        lanes = {self._lane(h) for h in self._following(leader_id)}
-        for lane in LANES:
-            key = (leader_id, lane)
-            task = self._fetchers.get(key)
-            if task is not None and not task.done():
-                self._fetch_wakeups[key].set()
-            elif lane in lanes:
-                self._fetch_wakeups[key] = asyncio.Event()
-                self._fetchers[key] = asyncio.get_running_loop().create_task(self._fetch_loop(leader_id, lane))
+    def ensure(self, h: Hosted) -> None:
+        """The fetch loop of this followed partition's leader and lane, started if there is none,
+        woken if there is. Called for every LeaderAndIsr a follower applies, since the end of a
+        reassignment moves the partition to the other lane (the loop it leaves ends once empty)."""
+        assert h.replica.fetcher is not None
+        leader_id, lane = h.replica.fetcher.leader_id, self._lane(h)
+        key = (leader_id, lane)
+        task = self._fetchers.get(key)
+        if task is not None and not task.done():
+            self._fetch_wakeups[key].set()
+        else:
+            self._fetch_wakeups[key] = asyncio.Event()
+            self._fetchers[key] = asyncio.get_running_loop().create_task(self._fetch_loop(leader_id, lane))
 
     def poke(self, leader_id: int) -> None:
         """Wake this leader's loops: the partitions they follow there changed."""

@@ -412,9 +412,8 @@ class ReplicaManager:
             if fetcher.initial_truncation is not None:
                 plog.truncate_to(fetcher.initial_truncation.offset)
                 fetcher.on_truncated(plog.log_end_offset, plog.latest_epoch())
-            self.fetchers.ensure(fetcher.leader_id)
-        elif replica.fetcher is not None:
-            self.fetchers.ensure(replica.fetcher.leader_id)  # the end of a reassignment changes its lane
+        if replica.fetcher is not None:
+            self.fetchers.ensure(hosted)  # also when only its lane changed (a reassignment's end)
         if self.logs.get_future(topic, partition) is not None:
             # A move that a restart interrupted resumes (Kafka's maybeAddLogDirFetchers).
             self.mover.add(topic, partition)
