@@ -101,9 +101,12 @@ class RunQueueSampler(threading.Thread):
 class LoadProducer(threading.Thread):
     """acks=all at a fixed rate; (send time, latency ms) of every acknowledged message."""
 
-    def __init__(self, bootstrap: str, topic: str, mb_per_s: float) -> None:
+    def __init__(self, bootstrap: str, topic: str, mb_per_s: float, idempotent: bool = True) -> None:
         super().__init__(daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+        # librdkafka's idempotent producer busy-loops while a partition has five requests in flight
+        # (docs/performance.md, "The load generator's spin"); on a shared machine that spin takes the
+        # brokers' cores, so the benchmarks can run without idempotence to keep it out of the figures.
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
                                   "linger.ms": 1, "log_level": 3})
         self.topic, self.rate = topic, mb_per_s * 1_000_000 / MESSAGE_BYTES
         self.samples: list[tuple[float, float]] = []
@@ -188,7 +191,8 @@ def fill(bootstrap: str, topic: str, mib: int) -> None:
     assert producer.flush(120) == 0
 
 
-def load_and_big(cluster: LocalCluster, move_mib: int, load_mb: float, fill_timeout_s: float) -> LoadProducer:
+def load_and_big(cluster: LocalCluster, move_mib: int, load_mb: float, fill_timeout_s: float,
+                 idempotent: bool = True) -> LoadProducer:
     """Create ``load`` (``min.insync.replicas=2``) and ``big`` on brokers 1,2,3, both led by broker 1
     (the first of an explicit assignment is the preferred leader), fill ``big`` with ``move_mib``
     MiB, and start the acks=all producer on ``load``."""
@@ -200,7 +204,7 @@ def load_and_big(cluster: LocalCluster, move_mib: int, load_mb: float, fill_time
     assert cluster.leaders("load") == {0: 1} and cluster.leaders("big") == {0: 1}
     fill(cluster.bootstrap, "big", move_mib)
     cluster.wait_full_isr(["big"], 1, timeout_s=fill_timeout_s)
-    load = LoadProducer(cluster.bootstrap, "load", load_mb)
+    load = LoadProducer(cluster.bootstrap, "load", load_mb, idempotent)
     load.start()
     time.sleep(5)  # connections, metadata, the producer's first batches
     return load
@@ -249,6 +253,8 @@ def main() -> None:
     parser.add_argument("--target-factor", type=float, default=1.2)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--no-idempotence", action="store_true",
+                        help="run the acks=all producer with enable.idempotence=false (see LoadProducer)")
     args = parser.parse_args()
     static_rates = [float(x) for x in args.static_mb.split(",") if x]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -257,7 +263,7 @@ def main() -> None:
         admin = Cluster(client)
         load: LoadProducer | None = None
         try:
-            load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=120)
+            load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=120, idempotent=not args.no_idempotence)
             mover = Mover(cluster, admin, urls)
             results: list[dict[str, Any]] = []
             sampler = RunQueueSampler({**{f"b{b}": cluster.pid(b) for b in cluster.brokers}, "producer": os.getpid()})

@@ -9,7 +9,7 @@ producer's p50/p99 in each window, the copy rates, the cores each broker and thi
 producer's librdkafka threads) used in each window, the p99 during the moves over the p99 without
 (medians of the rounds), and the read-back of ``load``, which must hold every acknowledged message.
 
-    .venv/bin/python benchmarks/copy_interference.py [--move-mib 1024] [--repeat 3]
+    .venv/bin/python benchmarks/copy_interference.py [--move-mib 1024] [--repeat 3] [--copy-max-cpu-pressure 0.2]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adaptive_throttle import LoadProducer, Mover, load_and_big, percentile, start
+from adaptive_throttle import LoadProducer, Mover, load_and_big, percentile, set_defaults, start
 from cluster_support import cpu_seconds  # on the path adaptive_throttle sets
 from confluent_kafka import Consumer, TopicPartition
 
@@ -67,13 +67,19 @@ def main() -> None:
     parser.add_argument("--baseline-s", type=float, default=10)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--no-idempotence", action="store_true",
+                        help="run the acks=all producer with enable.idempotence=false (see LoadProducer)")
+    parser.add_argument("--copy-max-cpu-pressure", type=float, default=None,
+                        help="set reassignment.copy.max.cpu.pressure cluster-wide (default: unset, no pause)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         cluster, urls = start(Path(tmp))
         client = AdminClient(cluster.bootstrap, client_id="copy-interference")
         load: LoadProducer | None = None
         try:
-            load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=180)
+            load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=180, idempotent=not args.no_idempotence)
+            if args.copy_max_cpu_pressure is not None:
+                set_defaults(cluster, {"reassignment.copy.max.cpu.pressure": str(args.copy_max_cpu_pressure)})
             mover = Mover(cluster, Cluster(client), urls)
             rounds: list[dict[str, Any]] = []
             pids = {b: cluster.pid(b) for b in cluster.brokers}
@@ -104,6 +110,7 @@ def main() -> None:
             move_p99 = statistics.median(r["move"]["p99_ms"] for r in rounds)
             print(json.dumps({
                 "benchmark": "copy_interference", "move_mib": args.move_mib, "load_mb_per_s": args.load_mb,
+                "idempotent": not args.no_idempotence, "copy_max_cpu_pressure": args.copy_max_cpu_pressure,
                 "rounds": rounds, "no_move_p99_ms": base_p99, "move_p99_ms": move_p99,
                 "p99_ratio": round(move_p99 / base_p99, 2),
                 "p99_ratios": [round(r["move"]["p99_ms"] / r["no_move"]["p99_ms"], 2) for r in rounds],

@@ -34,6 +34,7 @@ __all__ = [
     "check_reconfiguration",
     "check_tiered_storage",
     "connection_limits",
+    "copy_max_cpu_pressure",
     "cordoned_log_dirs",
     "effective_topic_config",
     "validate_broker_update",
@@ -53,6 +54,7 @@ ADAPTIVE_MAX_PRODUCE_LATENCY_MS = "reassignment.adaptive.max.produce.latency.ms"
 ADAPTIVE_MAX_FOLLOWER_LAG_MS = "reassignment.adaptive.max.follower.lag.ms"
 ADAPTIVE_MIN_RATE = "reassignment.adaptive.min.throttled.rate"
 ADAPTIVE_MAX_RATE = "reassignment.adaptive.max.throttled.rate"
+COPY_MAX_CPU_PRESSURE = "reassignment.copy.max.cpu.pressure"
 SELF_HEALING_ENABLE = "self.healing.enable"
 SELF_HEALING_THRESHOLD_MS = "self.healing.broker.failure.threshold.ms"
 SELF_HEALING_DRY_RUN = "self.healing.dry.run"
@@ -65,6 +67,8 @@ HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, float, str]] = {
     ADAPTIVE_MAX_FOLLOWER_LAG_MS: (ConfigType.LONG, 1, "5000"),
     ADAPTIVE_MIN_RATE: (ConfigType.LONG, 1, "1000000"),
     ADAPTIVE_MAX_RATE: (ConfigType.LONG, 1, "100000000"),
+    # A share of wall time (Linux PSI "some"); 1.0 and above: the copy never pauses, as in Kafka.
+    COPY_MAX_CPU_PRESSURE: (ConfigType.DOUBLE, 0.0, "1.0"),
     # Self-healing (docs/controller.md): off unless enabled; Cruise Control's 30-minute threshold.
     SELF_HEALING_ENABLE: (ConfigType.BOOLEAN, 0, "false"),
     SELF_HEALING_THRESHOLD_MS: (ConfigType.LONG, 0, "1800000"),
@@ -90,6 +94,14 @@ def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, fl
     high = int(setting(ADAPTIVE_MAX_RATE))
     return (min(int(setting(ADAPTIVE_MIN_RATE)), high), high, setting(ADAPTIVE_MAX_PRODUCE_LATENCY_MS),
             int(setting(ADAPTIVE_MAX_FOLLOWER_LAG_MS)))
+
+
+def copy_max_cpu_pressure(configs: Mapping[str, str]) -> float:
+    """``reassignment.copy.max.cpu.pressure`` of the merged dynamic broker configs (its default if unset
+    or not a number, which only a hand-written znode can hold)."""
+    type_, low, default = HEADWATER_BROKER_CONFIGS[COPY_MAX_CPU_PRESSURE]
+    value = _number(configs.get(COPY_MAX_CPU_PRESSURE, default), type_)
+    return float(default) if value is None else max(low, value)
 
 
 def _number(value: str, type_: ConfigType) -> float | None:

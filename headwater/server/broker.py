@@ -271,6 +271,7 @@ class Broker:
             fetch_sessions=len(self._fetch.sessions),
             consumer_fetch_bytes=dict(self._fetch.consumer_bytes),
             reassignment_throttle=self.replicas.reassignment_throttle(),
+            copy_pace=self.replicas.copy_pace(),
             self_healing=self.authority.self_healing(),
         )
 

@@ -11,7 +11,9 @@ estimate), and per broker the sums over each role. An unknown ETA or size is -1.
 
 The reassignment throttle in force (``headwater_reassignment_throttle_*``, docs/replication.md):
 the rate of the reassignment limiters (0: none), why (one series per reason, 1 for the current
-one), and for the adaptive mode the produce p99 and follower lag it last judged by (-1: none).
+one), and for the adaptive mode the produce p99 and follower lag it last judged by (-1: none). The
+copy's pace (``headwater_reassignment_copy_*``): the CPU pressure target, the pause in force between
+the fetches of a replica being added, and the pressure last judged (-1: none).
 
 Self-healing (``headwater_self_healing_*``, docs/operations.md), from the active controller only:
 its settings, the brokers it is counting down (dead, or with a failed log dir), the healing moves
@@ -29,6 +31,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from headwater.controller.self_healing import HealingStatus
 from headwater.replication.adaptive_throttle import Reason, ThrottleStatus
+from headwater.replication.copy_pacer import PaceStatus
 from headwater.replication.progress import MoveProgress, summarize
 
 _MOVE_LABELS = ["broker", "topic", "partition", "replica", "role"]
@@ -74,6 +77,7 @@ class Snapshot:
     fetch_sessions: int = 0
     consumer_fetch_bytes: dict[str, int] = field(default_factory=dict)  # client id -> bytes served
     reassignment_throttle: ThrottleStatus | None = None
+    copy_pace: PaceStatus | None = None
     self_healing: HealingStatus | None = None  # on the active controller only
 
 
@@ -126,6 +130,8 @@ class BrokerCollector(Collector):
         yield from _reassignment(broker, snap.reassignment_moves)
         if snap.reassignment_throttle is not None:
             yield from _throttle(broker, snap.reassignment_throttle)
+        if snap.copy_pace is not None:
+            yield from _copy_pace(broker, snap.copy_pace)
         if snap.self_healing is not None:
             yield from _self_healing(broker, snap.self_healing)
         yield from _cleaner(broker, snap.cleaner)
@@ -209,6 +215,18 @@ def _throttle(broker: str, t: ThrottleStatus) -> Iterator[GaugeMetricFamily]:
                             "(-1: none)", t.follower_lag_ms),
     ):
         family = GaugeMetricFamily(f"headwater_reassignment_throttle_{name}", doc, labels=["broker"])
+        family.add_metric([broker], -1 if value is None else value)
+        yield family
+
+
+def _copy_pace(broker: str, p: PaceStatus) -> Iterator[GaugeMetricFamily]:
+    for name, doc, value in (
+        ("max_cpu_pressure", "reassignment.copy.max.cpu.pressure (1.0 or more: the copy never pauses)", p.max_pressure),
+        ("pause_ms", "Pause before each fetch of a replica being added, from the host's CPU pressure", p.pause_ms),
+        ("cpu_pressure", "Share of the last judged window in which some task waited for a CPU (-1: none)",
+         p.pressure),
+    ):
+        family = GaugeMetricFamily(f"headwater_reassignment_copy_{name}", doc, labels=["broker"])
         family.add_metric([broker], -1 if value is None else value)
         yield family
 

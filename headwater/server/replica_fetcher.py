@@ -26,6 +26,7 @@ from headwater.protocol.fetch import (
     encode_follower_fetch_request,
 )
 from headwater.records import scan_valid_prefix
+from headwater.replication.copy_pacer import CopyPacer
 from headwater.replication.fetch_session import INITIAL_EPOCH, PartitionRequest, SessionBuilder
 from headwater.replication.follower import (
     AppendRecords,
@@ -40,6 +41,7 @@ from headwater.replication.throttle import ByteRateLimiter, any_exceeded, delay_
 from headwater.replication.types import EpochEndOffset
 from headwater.server.channel import BrokerChannel, ChannelError
 from headwater.server.clock import now_ms
+from headwater.server.cpu_pressure import CpuPressure
 
 if TYPE_CHECKING:
     from headwater.server.replica_manager import Hosted
@@ -77,6 +79,7 @@ class ReplicaFetchers:
         follower_limiters: Callable[[Hosted, bool], tuple[ByteRateLimiter, ...]],
         channel: Callable[[int, str], BrokerChannel],
         wake: Callable[[str, int], None],
+        cpu_pressure: CpuPressure | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.replica_fetch_backoff_ms = replica_fetch_backoff_ms
@@ -88,9 +91,13 @@ class ReplicaFetchers:
         self._fetchers: dict[tuple[int, str], asyncio.Task[None]] = {}
         self._fetch_wakeups: dict[tuple[int, str], asyncio.Event] = {}
         self._stopping = False
+        # reassignment.copy.max.cpu.pressure: the pause between the copy's fetches (1.0: none).
+        self.copy_pacer = CopyPacer(1.0)
+        self._cpu_pressure = cpu_pressure if cpu_pressure is not None else CpuPressure()
 
     async def stop(self) -> None:
         self._stopping = True
+        self._cpu_pressure.close()
         tasks = list(self._fetchers.values())
         for task in tasks:
             task.cancel()
@@ -236,6 +243,10 @@ class ReplicaFetchers:
                 await self._on_fetch_response(leader_id, lane, requests, resp, fetched)
             finally:
                 self._settle(reserved, fetched)
+            if lane == ADDING_LANE and self.copy_pacer.active and any(fetched.values()):
+                pause_ms = self.copy_pacer.observe(now_ms(), self._cpu_pressure.waited_us())
+                if pause_ms > 0:
+                    await asyncio.sleep(pause_ms / 1000)
 
     @staticmethod
     def _settle(reserved: dict[tuple[str, int], tuple[tuple[ByteRateLimiter, ...], int]],

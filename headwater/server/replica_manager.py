@@ -33,6 +33,7 @@ from headwater.replication.adaptive_throttle import (
     Reason,
     ThrottleStatus,
 )
+from headwater.replication.copy_pacer import PaceStatus
 from headwater.replication.partition import (
     AlterPartitionProposal,
     AlterPartitionResponse,
@@ -173,6 +174,14 @@ class ReplicaManager:
         else:
             self._adaptive.reconfigure(adaptive)
             self._apply_reassignment_rate(self._adaptive.rate)
+
+    def set_copy_max_cpu_pressure(self, max_pressure: float) -> None:
+        """``reassignment.copy.max.cpu.pressure``: replicas being added pause their fetches while the
+        host's CPU pressure is over it (docs/replication.md, "The copy's pace under CPU pressure")."""
+        self.fetchers.copy_pacer.configure(max_pressure)
+
+    def copy_pace(self) -> PaceStatus:
+        return self.fetchers.copy_pacer.status()
 
     def _apply_reassignment_rate(self, bytes_per_s: int | None) -> None:
         now = now_ms()

@@ -19,6 +19,7 @@ from headwater.metadata.configs import (
     check_reconfiguration,
     check_tiered_storage,
     connection_limits,
+    copy_max_cpu_pressure,
     cordoned_log_dirs,
     validate_broker_update,
     validate_topic_configs,
@@ -135,6 +136,7 @@ class ConfigApis:
         adaptive = adaptive_throttle_settings(merged)
         self.ctx.replicas.set_reassignment_rate(int(reassignment_rate) if reassignment_rate is not None else None,
                                                 AdaptiveSettings(*adaptive) if adaptive is not None else None)
+        self.ctx.replicas.set_copy_max_cpu_pressure(copy_max_cpu_pressure(merged))
         alter_log_dirs_rate = merged.get("replica.alter.log.dirs.io.max.bytes.per.second")
         self.ctx.replicas.set_alter_log_dirs_rate(int(alter_log_dirs_rate) if alter_log_dirs_rate is not None else None)
         props = self.ctx.config.props
