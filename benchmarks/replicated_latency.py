@@ -12,7 +12,12 @@ read-back of both topics: every acknowledged message must be there. Prints one J
 idempotent producer busy-loops while a partition has five requests in flight (docs/performance.md,
 "The load generator's spin"), and on this machine that CPU is the brokers'.
 
-    .venv/bin/python benchmarks/replicated_latency.py [--rates 1,2,10] [--seconds 8]
+``--client-autogroup-nice N`` lowers this process's share of the CPU against the brokers. A nice
+value set on threads does not: Linux schedules each session as one group (autogroup), every broker
+runs in a session of its own, and a thread's nice only orders it within its group. The group's
+own nice is ``/proc/self/autogroup``.
+
+    .venv/bin/python benchmarks/replicated_latency.py [--rates 1,2,10] [--seconds 8] [--client-autogroup-nice 19]
 """
 
 from __future__ import annotations
@@ -118,7 +123,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--client-autogroup-nice", type=int, default=None,
+                    help="nice value of this process's scheduling group (see above)")
     args = ap.parse_args()
+    if args.client_autogroup_nice is not None:
+        Path("/proc/self/autogroup").write_text(str(args.client_autogroup_nice))
     rates = [float(r) for r in args.rates.split(",")]
     results: dict[str, Any] = {}
     sent = {"rf1": 0, "rf3": 0}
@@ -141,6 +150,7 @@ def main() -> None:
         finally:
             cluster.stop()
     print(json.dumps({"benchmark": "replicated_latency", "message_bytes": MESSAGE_BYTES, "seconds": args.seconds,
+                      "client_autogroup_nice": args.client_autogroup_nice,
                       "warmup_s": args.warmup, "partitions": args.partitions, "rates": results,
                       "acknowledged": sent, "read_back": counted, "none_lost": counted == sent}))
 
