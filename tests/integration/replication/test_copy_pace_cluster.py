@@ -13,13 +13,12 @@ added reports the CPU pressure it judged, or -1 where Linux has no PSI.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from click.testing import CliRunner
 from cluster_support import LocalCluster, run_cli, wait_for
-from confluent_kafka import Consumer, Producer, TopicPartition
-from metrics_support import scrape
+from confluent_kafka import Consumer, TopicPartition
+from metrics_support import VALUE_BYTES, load, scrape
 
 from headwater.cli import main as headwater_cli
 
@@ -60,17 +59,8 @@ def test_a_move_with_the_copy_paced_by_cpu_pressure(metered_cluster: LocalCluste
 
     run_cli("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", topic, "--replica-assignment", "1:2:3")
     c.wait_full_isr([topic], 1)
-    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 20, "log_level": 3})
-    value = os.urandom(10_000)
     records = 2_400  # ~24 MiB: at the 20 MB/s a static throttle allows, well over one 100 ms window
-    for _ in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    assert producer.flush(60) == 0
+    load(c.bootstrap, topic, records * VALUE_BYTES, acks="all")
     # A static rate as well, so the copy lasts long enough to be judged even where nothing waits.
     code, out = configs(c, "--add-config", "reassignment.throttled.rate=20000000")
     assert code == 0, out

@@ -10,38 +10,17 @@ whatever is left), with sizes that make the copy last about ten seconds.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
 
 from cluster_support import LocalCluster, run_cli, wait_for
-from confluent_kafka import Producer
-from metrics_support import Metrics, scrape
+from metrics_support import Metrics, load, scrape
 
 MIB = 1024 * 1024
 THROTTLE = 3_000_000  # bytes/s: --throttle of the first test
 AR_RATE = 1_000_000  # bytes/s: reassignment.throttled.rate of the second
 TOLERANCE = 0.15
-VALUE_BYTES = 10_000
-
-
-def load(bootstrap: str, topic: str, size_bytes: int, acks: str = "1") -> float:
-    """Write ``size_bytes`` of incompressible values to partition 0; return the seconds it took."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 20, "batch.size": 1_000_000,
-                         "log_level": 3})
-    value = os.urandom(VALUE_BYTES)
-    start = time.monotonic()
-    for _ in range(size_bytes // VALUE_BYTES):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    return time.monotonic() - start
 
 
 class Sampler(threading.Thread):
