@@ -1,5 +1,5 @@
 """Background priority for a reassignment's copy: the pause between the copy's fetches, from the
-host's CPU pressure (beyond Kafka; docs/replication.md, "The copy's pace").
+host's CPU pressure (beyond Kafka; docs/replication.md, "The copy's pace under CPU pressure").
 
 A copy that no throttle limits is bound by CPU: the destination reads, checks and writes every
 byte as fast as it can, and on a host whose cores are shared (other brokers, producers) that CPU

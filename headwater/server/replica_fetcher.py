@@ -97,13 +97,13 @@ class ReplicaFetchers:
 
     async def stop(self) -> None:
         self._stopping = True
-        self._cpu_pressure.close()
         tasks = list(self._fetchers.values())
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        self._cpu_pressure.close()  # after the loops, which could otherwise open it again
 
     def ensure(self, h: Hosted) -> None:
         """The fetch loop of this followed partition's leader and lane, started if there is none,
