@@ -52,6 +52,9 @@ from headwater.admin.reassign import Cluster, parse_throttle_metrics
 MESSAGE_BYTES = 1024
 
 
+SLICE_S = 2.0  # the slices of slice_p99_median
+
+
 def emit(**fields: Any) -> None:
     print(json.dumps({"benchmark": "adaptive_throttle", **fields}), flush=True)
 
@@ -135,6 +138,14 @@ class LoadProducer(threading.Thread):
 
     def window(self, t0: float, t1: float) -> list[float]:
         return [lat for sent, lat in list(self.samples) if t0 <= sent < t1]
+
+    def slice_p99_median(self, t0: float, t1: float, slice_s: float = SLICE_S) -> float | None:
+        """The median of the p99s of the whole ``slice_s`` slices of [t0, t1). A p99 over a long
+        window catches more of the machine's rare stalls than one over a short window, so phases of
+        different lengths (a move at 25 MB/s against one at 100) are compared on equal slices too."""
+        p99s = [percentile(lat, 0.99) for k in range(int((t1 - t0) // slice_s))
+                if (lat := self.window(t0 + k * slice_s, t0 + (k + 1) * slice_s))]
+        return round(statistics.median(p99s), 2) if p99s else None
 
     def stop(self) -> None:
         self._halt.set()
@@ -255,6 +266,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--no-idempotence", action="store_true",
                         help="run the acks=all producer with enable.idempotence=false (see LoadProducer)")
+    parser.add_argument("--copy-max-cpu-pressure", type=float, default=None,
+                        help="set reassignment.copy.max.cpu.pressure cluster-wide for every phase (default: unset)")
     args = parser.parse_args()
     static_rates = [float(x) for x in args.static_mb.split(",") if x]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -264,6 +277,8 @@ def main() -> None:
         load: LoadProducer | None = None
         try:
             load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=120, idempotent=not args.no_idempotence)
+            if args.copy_max_cpu_pressure is not None:
+                set_defaults(cluster, {"reassignment.copy.max.cpu.pressure": str(args.copy_max_cpu_pressure)})
             mover = Mover(cluster, admin, urls)
             results: list[dict[str, Any]] = []
             sampler = RunQueueSampler({**{f"b{b}": cluster.pid(b) for b in cluster.brokers}, "producer": os.getpid()})
@@ -275,6 +290,7 @@ def main() -> None:
                 row = {"phase": phase, "throttle_mb_per_s": throttle_mb, "seconds": round(t1 - t0, 1),
                        "messages": len(lat), "p50_ms": round(percentile(lat, 0.5), 2),
                        "p99_ms": round(percentile(lat, 0.99), 2),
+                       "slice_p99_median_ms": load.slice_p99_median(t0, t1) if load is not None else None,
                        "copy_mb_per_s": None if copy is None else round(copy / 1e6, 2),
                        "runqueue_wait_ms_per_s": sampler.ms_per_s(t0, t1), **extra}
                 emit(**row)
@@ -338,7 +354,13 @@ def summary(results: list[dict[str, Any]]) -> None:
     meeting = [mb for mb, rows in statics.items() if med("static", "p99_ms", rows) <= max(adaptive_p99, 1.2 * base)]
     fastest = max(meeting, default=None)
     fastest_copy = med("static", "copy_mb_per_s", statics[fastest]) if fastest is not None else None
+    slices: dict[str, list[float]] = {}
+    for r in results:
+        label = r["phase"] if r["phase"] != "static" else f"static_{r['throttle_mb_per_s']:g}"
+        if r.get("slice_p99_median_ms") is not None:
+            slices.setdefault(label, []).append(r["slice_p99_median_ms"])
     emit(phase="summary", no_move_p99_ms=base, unthrottled_p99_ms=med("unthrottled", "p99_ms"),
+         slice_p99_median_ms={k: round(statistics.median(v), 2) for k, v in slices.items()},
          adaptive_p99_ms=adaptive_p99, adaptive_p99_over_no_move=round(adaptive_p99 / base, 2),
          adaptive_copy_mb_per_s=adaptive_copy, fastest_static_meeting_p99_mb=fastest,
          fastest_static_copy_mb_per_s=fastest_copy,
