@@ -140,6 +140,28 @@ def _group_not_on(cluster: LocalCluster, broker: int) -> str:
     raise AssertionError(f"every group tried is coordinated by broker {broker}")
 
 
+def _partition_report(cluster: LocalCluster, topic: str, committed: dict[int, list[bytes]]) -> str:
+    """Per partition: results read committed, records read uncommitted, the high watermark and the
+    last stable offset, and the leader: enough to tell a stuck LSO from a lost write."""
+    uncommitted = read_values(cluster.bootstrap, topic, "read_uncommitted", INPUT_RECORDS, PARTITIONS,
+                              settle_s=1.0, timeout_s=20.0)
+    leaders = cluster.leaders(topic)
+    rows = []
+    for p in range(PARTITIONS):
+        marks = {}
+        for isolation in ("read_uncommitted", "read_committed"):
+            c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "report", "isolation.level": isolation})
+            try:
+                marks[isolation] = c.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+            except KafkaException as exc:
+                marks[isolation] = repr(exc)
+            finally:
+                c.close()
+        rows.append(f"p{p}: {len(committed[p])} committed, {len(uncommitted[p])} uncommitted, "
+                    f"HW {marks['read_uncommitted']}, LSO {marks['read_committed']}, leader {leaders.get(p)}")
+    return "; ".join(rows)
+
+
 def test_exactly_once_through_kill9(tmp_path: Path, report_logs: Callable[[object], None]) -> None:
     cluster = start_cluster(tmp_path / "cluster", 3, TXN_PROPS)
     report_logs(cluster)
@@ -185,7 +207,8 @@ def test_exactly_once_through_kill9(tmp_path: Path, report_logs: Callable[[objec
         worker.join(10)
         values = read_values(cluster.bootstrap, "out", "read_committed", INPUT_RECORDS, PARTITIONS)
         counts = Counter(v for vs in values.values() for v in vs)
-        assert sorted(counts) == sorted(b"V%05d" % i for i in range(INPUT_RECORDS)), "a result is missing"
+        assert sorted(counts) == sorted(b"V%05d" % i for i in range(INPUT_RECORDS)), (
+            f"a result is missing: {_partition_report(cluster, 'out', values)}; the loop's errors: {loop.errors}")
         assert not [v for v, n in counts.items() if n > 1], f"results written twice; errors seen: {loop.errors}"
     finally:
         if loop is not None:
