@@ -14,10 +14,12 @@ then ``adaptive`` (``reassignment.throttle.mode=adaptive``, floor ``--floor-mb``
 per-second p99 of acks=all produces during ``no_move``, read from its metrics). For each move: the p50/p99 of the
 messages sent while it ran, the copy rate (the partition's bytes over the move's time, from the
 AlterPartitionReassignments request until ListPartitionReassignments no longer lists it), and for
-the adaptive one the rate in force and its reason on broker 1 every half second, and for every
-phase the ms per second each broker and this process (the producer's threads) waited for a CPU.
-Every phase is
-``--repeat`` times. One JSON line per measurement, then a summary line against the goal: p99
+the adaptive one the rate in force, its reason and what it judged by on broker 1 and the broker
+being added every half second. For every phase: the ms per second each broker and the producer's
+process waited for a CPU, and the host's CPU pressure (PSI "some"). The producer runs in a process
+of its own, so that the benchmark's own work does not delay its delivery reports, and every
+broker's metrics are read every half second in every phase, so that their cost is the same in
+each. Every phase is ``--repeat`` times. One JSON line per measurement, then a summary line against the goal: p99
 during the adaptive move at most 1.2x the no-move p99, copying at least 0.8x the rate of the
 fastest static throttle that meets the same p99.
 
@@ -30,6 +32,7 @@ import argparse
 import contextlib
 import json
 import math
+import multiprocessing
 import os
 import statistics
 import sys
@@ -37,6 +40,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,7 @@ from confluent_kafka import Producer
 from headwater.admin.client import AdminClient
 from headwater.admin.local import READY_TIMEOUT_S, BrokerProcess, ZooKeeperProcess, free_port, wait_for_port
 from headwater.admin.reassign import Cluster, parse_throttle_metrics
+from headwater.server.cpu_pressure import CpuPressure
 
 MESSAGE_BYTES = 1024
 
@@ -84,11 +89,24 @@ class RunQueueSampler(threading.Thread):
         super().__init__(daemon=True)
         self.pids = pids
         self.samples: list[tuple[float, dict[str, int]]] = []
+        self.psi: list[tuple[float, int]] = []  # the host's PSI CPU "some" total, µs
+        self._pressure = CpuPressure()
         self._halt = threading.Event()
 
     def run(self) -> None:
         while not self._halt.wait(0.5):
-            self.samples.append((time.monotonic(), {name: runqueue_wait_ns(pid) for name, pid in self.pids.items()}))
+            now = time.monotonic()
+            self.samples.append((now, {name: runqueue_wait_ns(pid) for name, pid in self.pids.items()}))
+            if (waited := self._pressure.waited_us()) is not None:
+                self.psi.append((now, waited))
+
+    def cpu_pressure(self, t0: float, t1: float) -> float | None:
+        """The share of [t0, t1] in which some task on the host waited for a CPU (None: no PSI)."""
+        inside = [(t, w) for t, w in list(self.psi) if t0 <= t <= t1]
+        if len(inside) < 2:
+            return None
+        (ta, wa), (tb, wb) = inside[0], inside[-1]
+        return round((wb - wa) / 1e6 / (tb - ta), 3)
 
     def ms_per_s(self, t0: float, t1: float) -> dict[str, float]:
         inside = [(t, w) for t, w in list(self.samples) if t0 <= t <= t1]
@@ -101,42 +119,93 @@ class RunQueueSampler(threading.Thread):
         self._halt.set()
 
 
-class LoadProducer(threading.Thread):
-    """acks=all at a fixed rate; (send time, latency ms) of every acknowledged message."""
+SEND_EVERY_S = 0.1  # how often the producer's process hands its samples over
+ACK_GRACE_S = 1.0  # a window waits this long past its end for the answers to messages sent in it
 
-    def __init__(self, bootstrap: str, topic: str, mb_per_s: float, idempotent: bool = True) -> None:
-        super().__init__(daemon=True)
-        # librdkafka's idempotent producer busy-loops while a partition has five requests in flight
-        # (docs/performance.md, "The load generator's spin"); on a shared machine that spin takes the
-        # brokers' cores, so the benchmarks can run without idempotence to keep it out of the figures.
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
-                                  "linger.ms": 1, "log_level": 3})
-        self.topic, self.rate = topic, mb_per_s * 1_000_000 / MESSAGE_BYTES
-        self.samples: list[tuple[float, float]] = []
-        self.errors = 0
-        self._halt = threading.Event()
 
-    def _report(self, err: Any, msg: Any) -> None:
+def _produce(conn: Connection, bootstrap: str, topic: str, rate: float, idempotent: bool) -> None:
+    """The load generator's process: acks=all at ``rate`` messages/s until told to stop; sends
+    ("samples", [(send time, latency ms)], its clock) every SEND_EVERY_S, then ("errors", n)."""
+    # librdkafka's idempotent producer busy-loops while a partition has five requests in flight
+    # (docs/performance.md, "The load generator's spin"); on a shared machine that spin takes the
+    # brokers' cores, so the benchmarks can run without idempotence to keep it out of the figures.
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
+                         "linger.ms": 1, "log_level": 3})
+    samples: list[tuple[float, float]] = []
+    errors = 0
+
+    def report(err: Any, msg: Any) -> None:
+        nonlocal errors
         if err is not None:
-            self.errors += 1
+            errors += 1
             return
+        # librdkafka's latency() is its clock at this call minus the produce() call's, so the time
+        # this callback waited for the thread counts: the process runs nothing else.
         latency = msg.latency()
         if latency is not None:
-            self.samples.append((time.monotonic() - latency, latency * 1000))
+            samples.append((time.monotonic() - latency, latency * 1000))
 
-    def run(self) -> None:
-        payload = os.urandom(MESSAGE_BYTES)
-        start, sent = time.monotonic(), 0
-        while not self._halt.is_set():
-            due = int((time.monotonic() - start) * self.rate) + 1
-            while sent < due:
-                self.producer.produce(self.topic, value=payload, partition=0, on_delivery=self._report)
-                sent += 1
-            self.producer.poll(0)
-            time.sleep(0.001)  # the load generator must not take the CPU the brokers are measured on
-        self.producer.flush(30)
+    payload = os.urandom(MESSAGE_BYTES)
+    start = last_send = time.monotonic()
+    sent = 0
+    while not conn.poll():
+        due = int((time.monotonic() - start) * rate) + 1
+        while sent < due:
+            producer.produce(topic, value=payload, partition=0, on_delivery=report)
+            sent += 1
+        producer.poll(0)
+        if (now := time.monotonic()) - last_send >= SEND_EVERY_S:
+            conn.send(("samples", samples, now))
+            samples, last_send = [], now
+        time.sleep(0.001)  # the load generator must not take the CPU the brokers are measured on
+    producer.flush(30)
+    conn.send(("samples", samples, time.monotonic()))
+    conn.send(("errors", errors, time.monotonic()))
+
+
+class LoadProducer:
+    """acks=all at a fixed rate; (send time, latency ms) of every acknowledged message.
+
+    It runs in a process of its own: in the benchmark's process, whatever else the benchmark does
+    (parsing the brokers' metrics during the adaptive phase) would hold the interpreter while
+    delivery reports wait, and that wait is part of the latency librdkafka reports."""
+
+    def __init__(self, bootstrap: str, topic: str, mb_per_s: float, idempotent: bool = True) -> None:
+        self._conn, child = multiprocessing.get_context("spawn").Pipe()
+        self._proc = multiprocessing.get_context("spawn").Process(
+            target=_produce, args=(child, bootstrap, topic, mb_per_s * 1_000_000 / MESSAGE_BYTES, idempotent),
+            daemon=True)
+        self.samples: list[tuple[float, float]] = []
+        self.errors = 0
+        self._through = 0.0  # the producer's clock at its last hand-over
+        self._receiver = threading.Thread(target=self._receive, daemon=True)
+
+    def start(self) -> None:
+        self._proc.start()
+        self._receiver.start()
+
+    @property
+    def pid(self) -> int:
+        assert self._proc.pid is not None
+        return self._proc.pid
+
+    def _receive(self) -> None:
+        with contextlib.suppress(EOFError, OSError):
+            while True:
+                kind, value, through = self._conn.recv()
+                if kind == "samples":
+                    self.samples.extend(value)
+                else:
+                    self.errors = value
+                self._through = through
+
+    def _wait_through(self, t: float) -> None:
+        deadline = time.monotonic() + ACK_GRACE_S + 10
+        while self._through < t + ACK_GRACE_S and self._proc.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def window(self, t0: float, t1: float) -> list[float]:
+        self._wait_through(t1)
         return [lat for sent, lat in list(self.samples) if t0 <= sent < t1]
 
     def slice_p99_median(self, t0: float, t1: float, slice_s: float = SLICE_S) -> float | None:
@@ -148,8 +217,13 @@ class LoadProducer(threading.Thread):
         return round(statistics.median(p99s), 2) if p99s else None
 
     def stop(self) -> None:
-        self._halt.set()
-        self.join(60)
+        if self._proc.is_alive():
+            with contextlib.suppress(OSError):
+                self._conn.send("stop")
+        self._proc.join(60)
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._receiver.join(10)
 
 
 def start(root: Path) -> tuple[LocalCluster, dict[int, str]]:
@@ -221,36 +295,56 @@ def load_and_big(cluster: LocalCluster, move_mib: int, load_mb: float, fill_time
     return load
 
 
+class ThrottleWatcher(threading.Thread):
+    """Every half second, every broker's reassignment throttle from its metrics endpoint, in every
+    phase alike: rendering and reading the metrics costs the brokers some CPU, which must not count
+    against one phase only."""
+
+    def __init__(self, urls: dict[int, str]) -> None:
+        super().__init__(daemon=True)
+        self.urls = urls
+        self.samples: list[tuple[float, dict[int, Any]]] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.wait(0.5):
+            self.samples.append((time.monotonic(), throttles(self.urls)))
+
+    def between(self, t0: float, t1: float) -> list[tuple[float, dict[int, Any]]]:
+        return [(t, found) for t, found in list(self.samples) if t0 <= t <= t1]
+
+    def trace(self, t0: float, t1: float, brokers: tuple[int, ...]) -> list[dict[str, Any]]:
+        """[rate MB/s, reason, produce p99, CPU pressure] of ``brokers`` at each sample of [t0, t1]."""
+        return [{"t": round(t - t0, 1), **{f"b{b}": [round(th.rate / 1e6, 2), th.reason, round(th.produce_p99_ms, 1),
+                                                     round(th.cpu_pressure, 2)]
+                                           for b, th in sorted(found.items()) if b in brokers}}
+                for t, found in self.between(t0, t1)]
+
+    def stop(self) -> None:
+        self._halt.set()
+
+
 class Mover:
     """Moves ``big``-0 between {1,2,3} and {1,2,4}; times each move."""
 
-    def __init__(self, cluster: LocalCluster, admin: Cluster, urls: dict[int, str]) -> None:
-        self.cluster, self.admin, self.urls = cluster, admin, urls
+    def __init__(self, cluster: LocalCluster, admin: Cluster) -> None:
+        self.cluster, self.admin = cluster, admin
         self.current = [1, 2, 3]
+        self.adding = 0  # the broker the last move added
 
-    def move(self, watch_throttle: bool = False) -> tuple[float, float, float, list[dict[str, Any]]]:
+    def move(self) -> tuple[float, float, float]:
+        """(start, end, bytes/s) of one move."""
         target = [1, 2, 4] if self.current == [1, 2, 3] else [1, 2, 3]
-        adding = next(b for b in target if b not in self.current)
+        self.adding = next(b for b in target if b not in self.current)
         size = self.cluster.log_bytes(1, "big")
-        seen: list[dict[str, Any]] = []
         t0 = time.monotonic()
         result = self.admin.alter({("big", 0): target})
         assert result[("big", 0)][0] == 0, result
-        last_poll = 0.0
-        while True:
-            now = time.monotonic()
-            if watch_throttle and now - last_poll >= 0.5:
-                last_poll = now
-                found = throttles({b: self.urls[b] for b in (1, adding)})
-                seen.append({"t": round(now - t0, 1), **{f"b{b}": [round(th.rate / 1e6, 2), th.reason,
-                                                                   round(th.produce_p99_ms, 1)]
-                                                         for b, th in sorted(found.items())}})
-            if ("big", 0) not in self.admin.ongoing():
-                break
+        while ("big", 0) in self.admin.ongoing():
             time.sleep(0.1)
         t1 = time.monotonic()
         self.current = target
-        return t0, t1, size / (t1 - t0), seen
+        return t0, t1, size / (t1 - t0)
 
 
 def main() -> None:
@@ -268,6 +362,9 @@ def main() -> None:
                         help="run the acks=all producer with enable.idempotence=false (see LoadProducer)")
     parser.add_argument("--copy-max-cpu-pressure", type=float, default=None,
                         help="set reassignment.copy.max.cpu.pressure cluster-wide for every phase (default: unset)")
+    parser.add_argument("--adaptive-max-cpu-pressure", type=float, default=None,
+                        help="reassignment.adaptive.max.cpu.pressure in the adaptive phase (default: unset, "
+                             "so the adaptive mode does not judge by CPU pressure)")
     args = parser.parse_args()
     static_rates = [float(x) for x in args.static_mb.split(",") if x]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -279,9 +376,11 @@ def main() -> None:
             load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=120, idempotent=not args.no_idempotence)
             if args.copy_max_cpu_pressure is not None:
                 set_defaults(cluster, {"reassignment.copy.max.cpu.pressure": str(args.copy_max_cpu_pressure)})
-            mover = Mover(cluster, admin, urls)
+            mover = Mover(cluster, admin)
+            watcher = ThrottleWatcher(urls)
+            watcher.start()
             results: list[dict[str, Any]] = []
-            sampler = RunQueueSampler({**{f"b{b}": cluster.pid(b) for b in cluster.brokers}, "producer": os.getpid()})
+            sampler = RunQueueSampler({**{f"b{b}": cluster.pid(b) for b in cluster.brokers}, "producer": load.pid})
             sampler.start()
 
             def record(phase: str, t0: float, t1: float, throttle_mb: float | None = None, copy: float | None = None,
@@ -292,7 +391,8 @@ def main() -> None:
                        "p99_ms": round(percentile(lat, 0.99), 2),
                        "slice_p99_median_ms": load.slice_p99_median(t0, t1) if load is not None else None,
                        "copy_mb_per_s": None if copy is None else round(copy / 1e6, 2),
-                       "runqueue_wait_ms_per_s": sampler.ms_per_s(t0, t1), **extra}
+                       "runqueue_wait_ms_per_s": sampler.ms_per_s(t0, t1),
+                       "cpu_pressure": sampler.cpu_pressure(t0, t1), **extra}
                 emit(**row)
                 results.append(row)
                 return row
@@ -302,20 +402,21 @@ def main() -> None:
             broker_p99: list[float] = []
             for _ in range(args.repeat):
                 t0 = time.monotonic()
-                while time.monotonic() - t0 < args.baseline_s:
-                    time.sleep(1)
-                    p = throttles({1: urls[1]}).get(1)
-                    if p is not None and p.produce_p99_ms > 0:
-                        broker_p99.append(p.produce_p99_ms)
-                record("no_move", t0, time.monotonic())
+                time.sleep(args.baseline_s)
+                t1 = time.monotonic()
+                # Each tick's p99 once: the metrics show the last tick's for a second, read twice.
+                seen_p99 = [th.produce_p99_ms for _t, found in watcher.between(t0, t1)
+                            if (th := found.get(1)) is not None and th.produce_p99_ms > 0]
+                broker_p99 += [v for i, v in enumerate(seen_p99) if i == 0 or v != seen_p99[i - 1]]
+                record("no_move", t0, t1)
             set_defaults(cluster, {"reassignment.throttle.mode": None})
             for _ in range(args.repeat):
-                t0, t1, copy, _ = mover.move()
+                t0, t1, copy = mover.move()
                 record("unthrottled", t0, t1, None, copy)
                 for mb in static_rates:
                     set_defaults(cluster, {"reassignment.throttled.rate": str(int(mb * 1e6))})
                     time.sleep(1.5)
-                    t0, t1, copy, _ = mover.move()
+                    t0, t1, copy = mover.move()
                     record("static", t0, t1, mb, copy)
                 set_defaults(cluster, {"reassignment.throttled.rate": None})
             # The target an operator would pick from a dashboard of the brokers' per-second p99: what it
@@ -324,10 +425,13 @@ def main() -> None:
             set_defaults(cluster, {"reassignment.throttle.mode": "adaptive",
                                  "reassignment.adaptive.min.throttled.rate": str(int(args.floor_mb * 1e6)),
                                  "reassignment.adaptive.max.throttled.rate": str(int(args.ceiling_mb * 1e6)),
-                                 "reassignment.adaptive.max.produce.latency.ms": str(target_ms)})
+                                 "reassignment.adaptive.max.produce.latency.ms": str(target_ms),
+                                 "reassignment.adaptive.max.cpu.pressure": None if args.adaptive_max_cpu_pressure is None
+                                 else str(args.adaptive_max_cpu_pressure)})
             time.sleep(1.5)
             for _ in range(args.repeat):
-                t0, t1, copy, seen = mover.move(watch_throttle=True)
+                t0, t1, copy = mover.move()
+                seen = watcher.trace(t0, t1, (1, mover.adding))
                 rates = [s["b1"][0] for s in seen if "b1" in s]
                 record("adaptive", t0, t1, None, copy, target_ms=target_ms,
                        broker_p99_no_move_ms=round(percentile(broker_p99, 0.9), 2) if broker_p99 else None,

@@ -5,8 +5,8 @@ The cluster of ``adaptive_throttle.py`` (ZooKeeper and four brokers): ``load`` (
 ``big`` (leader 1, ``--move-mib`` MiB) moves between {1,2,3} and {1,2,4}, so each move copies the
 whole partition from broker 1 to the broker being added, with no throttle. Each of ``--repeat``
 rounds measures ``--baseline-s`` seconds without a move, then one move. One JSON line: the
-producer's p50/p99 in each window, the copy rates, the cores each broker and this process (the
-producer's librdkafka threads) used in each window, the p99 during the moves over the p99 without
+producer's p50/p99 in each window, the copy rates, the cores each broker and the
+producer's process (librdkafka's threads and its loop) used in each window, the p99 during the moves over the p99 without
 (medians of the rounds), and the read-back of ``load``, which must hold every acknowledged message.
 
     .venv/bin/python benchmarks/copy_interference.py [--move-mib 1024] [--repeat 3] [--copy-max-cpu-pressure 0.2]
@@ -73,32 +73,31 @@ def main() -> None:
                         help="set reassignment.copy.max.cpu.pressure cluster-wide (default: unset, no pause)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        cluster, urls = start(Path(tmp))
+        cluster, _urls = start(Path(tmp))
         client = AdminClient(cluster.bootstrap, client_id="copy-interference")
         load: LoadProducer | None = None
         try:
             load = load_and_big(cluster, args.move_mib, args.load_mb, fill_timeout_s=180, idempotent=not args.no_idempotence)
             if args.copy_max_cpu_pressure is not None:
                 set_defaults(cluster, {"reassignment.copy.max.cpu.pressure": str(args.copy_max_cpu_pressure)})
-            mover = Mover(cluster, Cluster(client), urls)
+            mover = Mover(cluster, Cluster(client))
             rounds: list[dict[str, Any]] = []
             pids = {b: cluster.pid(b) for b in cluster.brokers}
             for _ in range(args.repeat):
-                t0, c0, p0 = time.monotonic(), cpu_s(pids), time.process_time()
+                t0, c0, p0 = time.monotonic(), cpu_s(pids), cpu_seconds([load.pid])
                 time.sleep(args.baseline_s)
-                t1, c1, p1 = time.monotonic(), cpu_s(pids), time.process_time()
-                base = load.window(t0, t1)
-                m0, m1, copy, _ = mover.move()
-                c2, p2 = cpu_s(pids), time.process_time()
-                moving = load.window(m0, m1)
+                t1, c1, p1 = time.monotonic(), cpu_s(pids), cpu_seconds([load.pid])
+                m0, m1, copy = mover.move()
+                t2, c2, p2 = time.monotonic(), cpu_s(pids), cpu_seconds([load.pid])
+                base, moving = load.window(t0, t1), load.window(m0, m1)  # these wait for late answers
                 rounds.append({
                     "no_move": {"messages": len(base), "p50_ms": round(percentile(base, 0.5), 2),
                                 "p99_ms": round(percentile(base, 0.99), 2), "cores": cores(c0, c1, t1 - t0),
                                 "client_cores": round((p1 - p0) / (t1 - t0), 2)},
                     "move": {"seconds": round(m1 - m0, 1), "messages": len(moving),
                              "p50_ms": round(percentile(moving, 0.5), 2), "p99_ms": round(percentile(moving, 0.99), 2),
-                             "copy_mb_per_s": round(copy / 1e6, 1), "cores": cores(c1, c2, time.monotonic() - t1),
-                             "client_cores": round((p2 - p1) / (time.monotonic() - t1), 2)},
+                             "copy_mb_per_s": round(copy / 1e6, 1), "cores": cores(c1, c2, t2 - t1),
+                             "client_cores": round((p2 - p1) / (t2 - t1), 2)},
                 })
                 time.sleep(2)  # the old replica's deletion and the ISR change settle before the next window
             load.stop()
