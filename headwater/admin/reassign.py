@@ -481,13 +481,15 @@ class BrokerThrottle:
     reason: str
     produce_p99_ms: float = -1.0
     follower_lag_ms: float = -1.0
+    cpu_pressure: float = -1.0
 
     def describe(self) -> str:
         rate = "no limit" if self.rate <= 0 else f"{self.rate / 1e6:.1f} MB/s"
         if self.mode != "adaptive":
             return f"broker {self.broker}: {rate} (static)"
         seen = [f"p99 {self.produce_p99_ms:.1f} ms" if self.produce_p99_ms >= 0 else "",
-                f"lag {self.follower_lag_ms:.0f} ms" if self.follower_lag_ms >= 0 else ""]
+                f"lag {self.follower_lag_ms:.0f} ms" if self.follower_lag_ms >= 0 else "",
+                f"CPU pressure {self.cpu_pressure:.2f}" if self.cpu_pressure >= 0 else ""]
         return f"broker {self.broker}: {rate} adaptive, {', '.join([self.reason, *filter(None, seen)])}"
 
 
@@ -506,10 +508,11 @@ def parse_throttle_metrics(text: str) -> dict[int, BrokerThrottle]:
                 fields["rate"], fields["mode"] = float(sample.value), sample.labels.get("mode", "static")
             elif field_name == "reason" and sample.value == 1:
                 fields["reason"] = sample.labels.get("reason", "")
-            elif field_name in ("produce_p99_ms", "follower_lag_ms"):
+            elif field_name in ("produce_p99_ms", "follower_lag_ms", "cpu_pressure"):
                 fields[field_name] = float(sample.value)
     return {b: BrokerThrottle(b, f.get("mode", "static"), f.get("rate", 0.0), f.get("reason", ""),
-                              f.get("produce_p99_ms", -1.0), f.get("follower_lag_ms", -1.0))
+                              f.get("produce_p99_ms", -1.0), f.get("follower_lag_ms", -1.0),
+                              f.get("cpu_pressure", -1.0))
             for b, f in found.items() if "rate" in f}
 
 

@@ -24,6 +24,7 @@ THROTTLE_RATE = "headwater_reassignment_throttle_rate_bytes_per_second"
 THROTTLE_REASON = "headwater_reassignment_throttle_reason"
 THROTTLE_P99 = "headwater_reassignment_throttle_produce_p99_ms"
 THROTTLE_LAG = "headwater_reassignment_throttle_follower_lag_ms"
+THROTTLE_PRESSURE = "headwater_reassignment_throttle_cpu_pressure"
 HEALING_ENABLED = "headwater_self_healing_enabled"
 HEALING_DRY_RUN = "headwater_self_healing_dry_run"
 HEALING_THRESHOLD = "headwater_self_healing_threshold_seconds"
@@ -45,6 +46,7 @@ REASONS = {
     "increase": "raising: both targets met",
     "produce_latency": "cut: produce p99 over its target",
     "follower_lag": "cut: follower lag over its target",
+    "cpu_pressure": "cut: the host's CPU pressure over its target",
     "not_limiting": "holding: the copy does not use the rate",
     "no_samples": "holding: too few produces to judge",
 }
@@ -730,6 +732,7 @@ def throttles_in_force(facts: Facts) -> list[dict[str, Any]]:
             "reason_text": REASONS.get(reason or "", reason),
             "produce_p99_ms": _non_negative(mine.get(THROTTLE_P99, {}).get("")),
             "follower_lag_ms": _non_negative(mine.get(THROTTLE_LAG, {}).get("")),
+            "cpu_pressure": _non_negative(mine.get(THROTTLE_PRESSURE, {}).get("")),
         })
     return rows
 

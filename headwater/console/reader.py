@@ -152,7 +152,7 @@ _STATUS = "status"
 _SAMPLE = re.compile(
     r'^(headwater_reassignment_(?:bytes_to_move|bytes_moved|rate_bytes_per_second|eta_seconds)'
     r'|headwater_controller_mutation_remaining_tokens'
-    r'|headwater_reassignment_throttle_(?:rate_bytes_per_second|reason|produce_p99_ms|follower_lag_ms)'
+    r'|headwater_reassignment_throttle_(?:rate_bytes_per_second|reason|produce_p99_ms|follower_lag_ms|cpu_pressure)'
     r'|headwater_self_healing_(?:enabled|dry_run|threshold_seconds|moves_in_flight|next_action_seconds'
     r'|dead_broker_seconds|offline_dir_seconds|actions_total))'
     r'\{((?:[^"}\n]|"(?:[^"\\\n]|\\.)*")*)\}[ \t]+([^ \t\n]+)', re.M)

@@ -54,6 +54,7 @@ ADAPTIVE_MAX_PRODUCE_LATENCY_MS = "reassignment.adaptive.max.produce.latency.ms"
 ADAPTIVE_MAX_FOLLOWER_LAG_MS = "reassignment.adaptive.max.follower.lag.ms"
 ADAPTIVE_MIN_RATE = "reassignment.adaptive.min.throttled.rate"
 ADAPTIVE_MAX_RATE = "reassignment.adaptive.max.throttled.rate"
+ADAPTIVE_MAX_CPU_PRESSURE = "reassignment.adaptive.max.cpu.pressure"
 COPY_MAX_CPU_PRESSURE = "reassignment.copy.max.cpu.pressure"
 SELF_HEALING_ENABLE = "self.healing.enable"
 SELF_HEALING_THRESHOLD_MS = "self.healing.broker.failure.threshold.ms"
@@ -67,6 +68,8 @@ HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, float, str]] = {
     ADAPTIVE_MAX_FOLLOWER_LAG_MS: (ConfigType.LONG, 1, "5000"),
     ADAPTIVE_MIN_RATE: (ConfigType.LONG, 1, "1000000"),
     ADAPTIVE_MAX_RATE: (ConfigType.LONG, 1, "100000000"),
+    # A share of wall time (Linux PSI "some"); 1.0 and above: the adaptive mode does not judge by it.
+    ADAPTIVE_MAX_CPU_PRESSURE: (ConfigType.DOUBLE, 0.0, "1.0"),
     # A share of wall time (Linux PSI "some"); 1.0 and above: the copy never pauses, as in Kafka.
     COPY_MAX_CPU_PRESSURE: (ConfigType.DOUBLE, 0.0, "1.0"),
     # Self-healing (docs/controller.md): off unless enabled; Cruise Control's 30-minute threshold.
@@ -78,8 +81,8 @@ _HEADWATER_CHOICES = {REASSIGNMENT_THROTTLE_MODE: ("static", "adaptive"),
                       SELF_HEALING_ENABLE: ("true", "false"), SELF_HEALING_DRY_RUN: ("true", "false")}
 
 
-def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, float, int] | None:
-    """(min rate, max rate, max produce latency ms, max follower lag ms) when the merged dynamic
+def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, float, int, float] | None:
+    """(min rate, max rate, max produce latency ms, max follower lag ms, max CPU pressure) when the merged dynamic
     broker configs turn the adaptive reassignment throttle on, else None. A minimum above the
     maximum (a per-broker value against the cluster default) is raised to the maximum."""
     if configs.get(REASSIGNMENT_THROTTLE_MODE, "static").strip().lower() != "adaptive":
@@ -93,7 +96,7 @@ def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, fl
 
     high = int(setting(ADAPTIVE_MAX_RATE))
     return (min(int(setting(ADAPTIVE_MIN_RATE)), high), high, setting(ADAPTIVE_MAX_PRODUCE_LATENCY_MS),
-            int(setting(ADAPTIVE_MAX_FOLLOWER_LAG_MS)))
+            int(setting(ADAPTIVE_MAX_FOLLOWER_LAG_MS)), setting(ADAPTIVE_MAX_CPU_PRESSURE))
 
 
 def copy_max_cpu_pressure(configs: Mapping[str, str]) -> float:

@@ -6,7 +6,9 @@ second (``tick``) the shell hands it what it saw since the last tick (``Observat
 - the latencies of the acks=all produces this broker answered (arrival to answer, ms);
 - the largest lag, in ms, of an in-sync follower of a partition this broker leads (``None``: it leads
   no partition with an in-sync follower);
-- the bytes its reassignment limiters charged (the copy of replicas being added, either direction).
+- the bytes its reassignment limiters charged (the copy of replicas being added, either direction);
+- the share of the tick in which some task on the host waited for a CPU (Linux PSI; ``None``: not
+  known or not asked for).
 
 The rule (AIMD; docs/replication.md says why), first match wins:
 0. The limiters charged nothing (no copy through this broker): hold (``NOT_LIMITING``). A latency
@@ -14,13 +16,17 @@ The rule (AIMD; docs/replication.md says why), first match wins:
    floor and end the slow start before any copy tested the rate.
 1. The follower lag is over ``max_follower_lag_ms``: cut the rate by ``DECREASE`` (``FOLLOWER_LAG``).
 2. The p99 of the produce latencies is over ``max_produce_latency_ms``: cut (``PRODUCE_LATENCY``).
-3. The copy used less than ``LIMITING_SHARE`` of the rate: hold (``NOT_LIMITING``). Raising a rate
+3. The CPU pressure is over ``max_cpu_pressure`` (below 1.0; 1.0 never cuts): cut (``CPU_PRESSURE``).
+   The produce latency is measured from the request's arrival, so it misses the time the request
+   and the producer waited for a CPU; on a host the copy's CPU contends for, this is the signal
+   that sees it.
+4. The copy used less than ``LIMITING_SHARE`` of the rate: hold (``NOT_LIMITING``). Raising a rate
    the copy does not reach tests nothing, and the next move would start from an untested rate (as
    TCP does not grow a window the application leaves unused, RFC 7661).
-4. Too few produces to judge a p99 (``MIN_SAMPLES``, gathered over at most ``MAX_WINDOW_MS``) on a
+5. Too few produces to judge a p99 (``MIN_SAMPLES``, gathered over at most ``MAX_WINDOW_MS``) on a
    broker that leads in-sync followers: hold (``NO_SAMPLES``): there is something to protect but no
    traffic to judge by.
-5. Otherwise raise the rate: both signals are under their targets, or the broker has nothing to
+6. Otherwise raise the rate: both signals are under their targets, or the broker has nothing to
    protect at all (no acks=all produce, no in-sync follower: a new, empty broker, the usual target
    of a move, must not hold the copy at the start rate; the brokers at the other end of each copy
    judge it by their own signals). Until the first cut the rate doubles (``SLOW_START``, TCP's slow
@@ -60,6 +66,7 @@ class Reason(enum.Enum):
     INCREASE = "increase"
     PRODUCE_LATENCY = "produce_latency"
     FOLLOWER_LAG = "follower_lag"
+    CPU_PRESSURE = "cpu_pressure"
     NOT_LIMITING = "not_limiting"
     NO_SAMPLES = "no_samples"
 
@@ -72,6 +79,7 @@ class AdaptiveSettings:
     max_rate: int
     max_produce_latency_ms: float
     max_follower_lag_ms: float
+    max_cpu_pressure: float = 1.0  # 1.0 or more: never cut for it
 
     def __post_init__(self) -> None:
         if not 0 < self.min_rate <= self.max_rate:
@@ -90,6 +98,7 @@ class Observation:
     produce_latencies_ms: Sequence[float] = ()
     follower_lag_ms: int | None = None
     copied_bytes: int = 0
+    cpu_pressure: float | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,7 @@ class Decision:
     reason: Reason
     produce_p99_ms: float | None  # what it judged by (None: no p99 this tick)
     follower_lag_ms: int | None
+    cpu_pressure: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,7 @@ class ThrottleStatus:
     reason: Reason
     produce_p99_ms: float | None = None
     follower_lag_ms: int | None = None
+    cpu_pressure: float | None = None
 
 
 def p99(latencies: Sequence[float]) -> float:
@@ -137,7 +148,8 @@ class AdaptiveThrottle:
         """New targets or bounds: the rate in force carries on, clamped to the new bounds."""
         self.settings = settings
         self._rate = settings.clamp(self._rate)
-        self.last = Decision(int(self._rate), self.last.reason, self.last.produce_p99_ms, self.last.follower_lag_ms)
+        self.last = Decision(int(self._rate), self.last.reason, self.last.produce_p99_ms, self.last.follower_lag_ms,
+                             self.last.cpu_pressure)
 
     def _produce_p99(self, latencies: Sequence[float], now_ms: int) -> float | None:
         if not self._pending:
@@ -158,12 +170,15 @@ class AdaptiveThrottle:
         latency = self._produce_p99(obs.produce_latencies_ms, now_ms)
         self._last_tick_ms = now_ms
         lag = obs.follower_lag_ms
+        pressure = obs.cpu_pressure if s.max_cpu_pressure < 1.0 else None
         if obs.copied_bytes == 0:
             reason = Reason.NOT_LIMITING
         elif lag is not None and lag > s.max_follower_lag_ms:
             reason = Reason.FOLLOWER_LAG
         elif latency is not None and latency > s.max_produce_latency_ms:
             reason = Reason.PRODUCE_LATENCY
+        elif pressure is not None and pressure > s.max_cpu_pressure:
+            reason = Reason.CPU_PRESSURE
         elif obs.copied_bytes < LIMITING_SHARE * self._rate * elapsed_ms / 1000:
             reason = Reason.NOT_LIMITING
         elif latency is None and lag is not None:
@@ -172,12 +187,12 @@ class AdaptiveThrottle:
             reason = Reason.SLOW_START
         else:
             reason = Reason.INCREASE
-        if reason in (Reason.FOLLOWER_LAG, Reason.PRODUCE_LATENCY):
+        if reason in (Reason.FOLLOWER_LAG, Reason.PRODUCE_LATENCY, Reason.CPU_PRESSURE):
             self._rate = s.clamp(self._rate * DECREASE)
             self._slow_start = False
         elif reason is Reason.SLOW_START:
             self._rate = s.clamp(max(self._rate * SLOW_START_FACTOR, self._rate + s.step))
         elif reason is Reason.INCREASE:
             self._rate = s.clamp(self._rate + s.step)
-        self.last = Decision(int(self._rate), reason, latency, lag)
+        self.last = Decision(int(self._rate), reason, latency, lag, pressure)
         return self.last

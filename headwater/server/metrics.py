@@ -11,7 +11,7 @@ estimate), and per broker the sums over each role. An unknown ETA or size is -1.
 
 The reassignment throttle in force (``headwater_reassignment_throttle_*``, docs/replication.md):
 the rate of the reassignment limiters (0: none), why (one series per reason, 1 for the current
-one), and for the adaptive mode the produce p99 and follower lag it last judged by (-1: none). The
+one), and for the adaptive mode the produce p99, follower lag and CPU pressure it last judged by (-1: none). The
 copy's pace (``headwater_reassignment_copy_*``): the CPU pressure target, the pause in force between
 the fetches of a replica being added, and the pressure last judged (-1: none).
 
@@ -213,6 +213,8 @@ def _throttle(broker: str, t: ThrottleStatus) -> Iterator[GaugeMetricFamily]:
          t.produce_p99_ms),
         ("follower_lag_ms", "Largest in-sync follower lag of led partitions the adaptive throttle last judged by "
                             "(-1: none)", t.follower_lag_ms),
+        ("cpu_pressure", "Share of the last tick in which some task on the host waited for a CPU, as the adaptive "
+                         "throttle judged it (-1: not judged)", t.cpu_pressure),
     ):
         family = GaugeMetricFamily(f"headwater_reassignment_throttle_{name}", doc, labels=["broker"])
         family.add_metric([broker], -1 if value is None else value)

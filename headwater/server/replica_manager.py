@@ -56,6 +56,7 @@ from headwater.replication.throttle import (
 from headwater.replication.types import HighWatermarkUpdate
 from headwater.server.channel import PLAINTEXT, BrokerChannel, ChannelError, ChannelPool, ChannelSecurity
 from headwater.server.clock import now_ms
+from headwater.server.cpu_pressure import CpuPressure
 from headwater.server.log_dir_mover import LogDirMover
 from headwater.server.replica_fetcher import FETCH_PARTITION_MAX_BYTES, ReplicaFetchers
 from headwater.storage import AppendResult, LogConfig, LogManager, PartitionLog
@@ -147,6 +148,10 @@ class ReplicaManager:
         self._adaptive: AdaptiveThrottle | None = None
         self.produce_latencies_ms: list[float] | None = None
         self._charged: tuple[int, int] = (0, 0)  # the reassignment limiters' charged_bytes at the last tick
+        # The host's CPU pressure at the last tick (ms, µs waited), read only while the adaptive mode
+        # judges by it (reassignment.adaptive.max.cpu.pressure below 1.0).
+        self._cpu_pressure = CpuPressure()
+        self._pressure_at: tuple[int, int] | None = None
 
     # --- throttles ------------------------------------------------------------------------------------
 
@@ -162,6 +167,7 @@ class ReplicaManager:
         if adaptive is None:
             self._adaptive = None
             self.produce_latencies_ms = None
+            self._pressure_at = None
             self._apply_reassignment_rate(self._static_reassignment_rate)
             return
         if self._adaptive is None:
@@ -212,7 +218,20 @@ class ReplicaManager:
         # Either direction counts: a broker may send one copy and receive another, at the same rate.
         copied = max(charged[0] - self._charged[0], charged[1] - self._charged[1])
         self._charged = charged
-        self._apply_reassignment_rate(throttle.tick(now, Observation(latencies, lag, copied)).rate)
+        if throttle.settings.max_cpu_pressure < 1.0:
+            pressure = self._pressure_share(now)
+        else:
+            pressure, self._pressure_at = None, None  # judged afresh if it is asked for again
+        self._apply_reassignment_rate(throttle.tick(now, Observation(latencies, lag, copied, pressure)).rate)
+
+    def _pressure_share(self, now: int) -> float | None:
+        """The share of the time since the last tick in which some task on the host waited for a CPU
+        (None on the first tick after it was asked for, or without PSI)."""
+        waited = self._cpu_pressure.waited_us()
+        last, self._pressure_at = self._pressure_at, None if waited is None else (now, waited)
+        if waited is None or last is None or now <= last[0]:
+            return None
+        return min(1.0, (waited - last[1]) / 1000.0 / (now - last[0]))
 
     @staticmethod
     def _charged_bytes(limiter: ByteRateLimiter | None) -> int:
@@ -224,7 +243,7 @@ class ReplicaManager:
         if throttle is None:
             return ThrottleStatus(MODE_STATIC, self._static_reassignment_rate or 0, Reason.STATIC)
         d = throttle.last
-        return ThrottleStatus(MODE_ADAPTIVE, d.rate, d.reason, d.produce_p99_ms, d.follower_lag_ms)
+        return ThrottleStatus(MODE_ADAPTIVE, d.rate, d.reason, d.produce_p99_ms, d.follower_lag_ms, d.cpu_pressure)
 
     async def _adaptive_loop(self) -> None:
         while not self._stopping:
@@ -361,6 +380,7 @@ class ReplicaManager:
             task.cancel()
         await self.fetchers.stop()
         await self.mover.stop()
+        self._cpu_pressure.close()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task

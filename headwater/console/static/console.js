@@ -206,21 +206,22 @@ function renderThrottles(th) {
     const [leader, follower] = ["leader.replication.throttled.rate", "follower.replication.throttled.rate"].map((k) => c[k]);
     return leader || follower ? `leader ${leader ? bytes(Number(leader)) + "/s" : "–"}, follower ${follower ? bytes(Number(follower)) + "/s" : "–"}` : "–";
   };
-  const judged = (t, v, digits) => (t.mode === "adaptive" && v !== null ? `${v.toFixed(digits)} ms` : "–");
+  const judged = (t, v, digits, unit = " ms") => (t.mode === "adaptive" && v !== null && v !== undefined ? `${v.toFixed(digits)}${unit}` : "–");
   const rows = (th.in_force || []).map((t) => t.known ? `
     <tr id="throttle-broker-${t.broker}" class="throttle" data-mode="${esc(t.mode)}" data-reason="${esc(t.reason ?? "")}">
       <td class="num">${t.broker}</td><td>${esc(t.mode)}</td><td class="num" title="${Math.round(t.rate)} B/s">${t.rate > 0 ? bytes(t.rate) + "/s" : "no limit"}</td>
       <td>${esc(t.reason_text ?? "–")}</td><td class="num">${judged(t, t.produce_p99_ms, 1)}</td>
-      <td class="num">${judged(t, t.follower_lag_ms, 0)}</td><td>${configured(t.broker)}</td></tr>` : `
+      <td class="num">${judged(t, t.follower_lag_ms, 0)}</td><td class="num">${judged(t, t.cpu_pressure, 2, "")}</td>
+      <td>${configured(t.broker)}</td></tr>` : `
     <tr id="throttle-broker-${t.broker}" class="throttle" data-mode="unknown"><td class="num">${t.broker}</td>
-      <td colspan="5" class="muted">${esc(t.unknown)}</td><td>${configured(t.broker)}</td></tr>`).join("");
+      <td colspan="6" class="muted">${esc(t.unknown)}</td><td>${configured(t.broker)}</td></tr>`).join("");
   return `<h2>Throttle in force</h2>
     <p class="muted">Per broker: the rate of its reassignment limiters (<code>reassignment.throttle.mode</code>: static
-      <code>reassignment.throttled.rate</code>, or adaptive) and why, with the produce p99 and follower lag the adaptive
-      mode judges by, from its metrics; and Kafka's replication throttles as configured.</p>
+      <code>reassignment.throttled.rate</code>, or adaptive) and why, with the produce p99, follower lag and host CPU
+      pressure the adaptive mode judges by, from its metrics; and Kafka's replication throttles as configured.</p>
     <table id="throttles"><thead><tr><th>broker</th><th>mode</th><th>rate</th><th>why</th><th>produce p99</th>
-      <th>follower lag</th><th>leader/follower throttled rate</th></tr></thead>
-      <tbody>${rows || `<tr><td colspan="7" class="muted">No broker.</td></tr>`}</tbody></table>`;
+      <th>follower lag</th><th>CPU pressure</th><th>leader/follower throttled rate</th></tr></thead>
+      <tbody>${rows || `<tr><td colspan="8" class="muted">No broker.</td></tr>`}</tbody></table>`;
 }
 
 function cancelSelectedText() {

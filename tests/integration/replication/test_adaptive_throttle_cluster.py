@@ -7,7 +7,8 @@ meter only the replicas being added (KIP-455's "future work" throttle; Kafka's o
 only replicas out of sync, ``ReplicationQuotaManager``). The adaptive part is headwater's own, so
 the test asserts the documented contract (docs/replication.md, "Adaptive reassignment throttle"):
 the rate in force never leaves ``[min, max]``; it rises while the targets are met and the copy uses
-it; it falls to the floor when the produce p99 is over target; it starts at the floor.
+it; it falls to the floor when the produce p99 or the host's CPU pressure is over target; it starts
+at the floor.
 """
 
 from __future__ import annotations
@@ -153,8 +154,22 @@ def test_an_adaptive_move_under_acks_all_produce(metered_cluster: LocalCluster) 
         # A p99 target no produce meets: cut by 0.7 each tick, down to the floor.
         set_defaults(c, {"reassignment.adaptive.max.produce.latency.ms": str(IMPOSSIBLE_MS)})
         wait_for(lambda: throttle(c, 1) == (FLOOR, "produce_latency"), 30, "the leader's rate cut to the floor")
-        # Generous again: the move completes.
-        set_defaults(c, {"reassignment.adaptive.max.produce.latency.ms": str(GENEROUS_MS)})
+        # Generous again, but a CPU pressure target of 0: any tick in which some task on the host
+        # waited for a CPU cuts. Without PSI the pressure is unknown (-1) and never cuts.
+        set_defaults(c, {"reassignment.adaptive.max.produce.latency.ms": str(GENEROUS_MS),
+                         "reassignment.adaptive.max.cpu.pressure": "0"})
+        if os.path.exists("/proc/pressure/cpu"):
+            def cut_for_pressure() -> bool:
+                m = scrape(c, 1)
+                judged = m["headwater_reassignment_throttle_cpu_pressure"][frozenset({("broker", "1")})]
+                cut = m["headwater_reassignment_throttle_reason"][frozenset({("broker", "1"), ("reason", "cpu_pressure")})]
+                rate = m["headwater_reassignment_throttle_rate_bytes_per_second"][
+                    frozenset({("broker", "1"), ("mode", "adaptive")})]
+                return cut == 1 and rate == FLOOR and 0 < judged <= 1
+
+            wait_for(cut_for_pressure, 30, "the leader's rate cut to the floor for CPU pressure")
+        # No target: the move completes.
+        set_defaults(c, {"reassignment.adaptive.max.cpu.pressure": "1.0"})
 
         def done() -> bool:
             out = run_cli("reassign", "--bootstrap-server", c.bootstrap, "--verify", "--reassignment-json-file",

@@ -32,6 +32,8 @@ def test_parses_a_brokers_endpoint() -> None:
     assert parse_throttle_metrics(endpoint_text(1, ThrottleStatus("static", 0, Reason.STATIC))) == {
         1: BrokerThrottle(1, "static", 0, "static", -1, -1)}
     assert parse_throttle_metrics("") == {}
+    text = endpoint_text(4, ThrottleStatus("adaptive", 7_000_000, Reason.CPU_PRESSURE, 5.0, 0, 0.42))
+    assert parse_throttle_metrics(text) == {4: BrokerThrottle(4, "adaptive", 7_000_000, "cpu_pressure", 5.0, 0, 0.42)}
 
 
 def test_describe() -> None:
@@ -40,6 +42,8 @@ def test_describe() -> None:
     assert BrokerThrottle(4, "adaptive", 1_000_000, "not_limiting").describe() == (
         "broker 4: 1.0 MB/s adaptive, not_limiting")
     assert BrokerThrottle(1, "static", 0, "static").describe() == "broker 1: no limit (static)"
+    assert BrokerThrottle(4, "adaptive", 7_000_000, "cpu_pressure", 5.0, 0, 0.424).describe() == (
+        "broker 4: 7.0 MB/s adaptive, cpu_pressure, p99 5.0 ms, lag 0 ms, CPU pressure 0.42")
 
 
 def test_plain_watch_prints_a_throttle_line_when_a_rate_or_reason_changes(monkeypatch: Any) -> None:

@@ -31,6 +31,7 @@ THROTTLE_1 = [
     'headwater_reassignment_throttle_reason{broker="1",reason="increase"} 0.0',
     'headwater_reassignment_throttle_produce_p99_ms{broker="1"} 4.5',
     'headwater_reassignment_throttle_follower_lag_ms{broker="1"} -1.0',
+    'headwater_reassignment_throttle_cpu_pressure{broker="1"} 0.31',
 ]
 HEALING_1 = [
     "# HELP headwater_self_healing_enabled 1 when self.healing.enable is true",
@@ -87,7 +88,8 @@ def test_throttles_in_force() -> None:
     status = parse_status(_page(*THROTTLE_1, 'headwater_reassignment_throttle_rate_bytes_per_second{broker="5",mode="static"} 0.0'))
     one, two, five = model.throttles_in_force(_facts(status=status))
     assert one == {"broker": 1, "known": True, "mode": "adaptive", "rate": 12_500_000, "reason": "produce_latency",
-                   "reason_text": model.REASONS["produce_latency"], "produce_p99_ms": 4.5, "follower_lag_ms": None}
+                   "reason_text": model.REASONS["produce_latency"], "produce_p99_ms": 4.5, "follower_lag_ms": None,
+                   "cpu_pressure": 0.31}
     assert two == {"broker": 2, "known": False, "unknown": model.NO_METRICS}  # its endpoint is not read
     assert five["known"] and five["mode"] == "static" and five["rate"] == 0 and five["reason"] is None
 

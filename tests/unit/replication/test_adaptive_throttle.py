@@ -93,6 +93,30 @@ def test_cuts_on_follower_lag_over_target() -> None:
     assert d.reason is Reason.INCREASE
 
 
+def test_cuts_on_cpu_pressure_over_target_only_when_asked_to() -> None:
+    settings = AdaptiveSettings(min_rate=1 * MB, max_rate=21 * MB, max_produce_latency_ms=50,
+                                max_follower_lag_ms=2_000, max_cpu_pressure=0.3)
+    t = AdaptiveThrottle(settings, 0, start_rate=10 * MB)
+    d = t.tick(1000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate), cpu_pressure=0.31))
+    assert d.reason is Reason.CPU_PRESSURE and d.rate == int(10 * MB * DECREASE) and d.cpu_pressure == 0.31
+    # Pressure alone is enough: on a new, empty broker too, with nothing else to judge by.
+    d = t.tick(2000, Observation((), follower_lag_ms=None, copied_bytes=busy(t.rate), cpu_pressure=0.9))
+    assert d.reason is Reason.CPU_PRESSURE and d.rate == int(10 * MB * DECREASE * DECREASE)
+    # At the target is not over it; unknown pressure (no PSI) is not a cut.
+    before = t.rate
+    d = t.tick(3000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate), cpu_pressure=0.3))
+    assert d.reason is Reason.INCREASE and d.rate == int(before + settings.step)
+    d = t.tick(4000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate), cpu_pressure=None))
+    assert d.reason is Reason.INCREASE and d.cpu_pressure is None
+    # No copy: the pressure has another cause, the rate holds.
+    d = t.tick(5000, Observation(fast(), follower_lag_ms=0, copied_bytes=0, cpu_pressure=0.9))
+    assert d.reason is Reason.NOT_LIMITING
+    # At 1.0 (the default) it is not judged at all, and not reported as judged.
+    off = AdaptiveThrottle(SETTINGS, 0, start_rate=10 * MB)
+    d = off.tick(1000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(off.rate), cpu_pressure=0.99))
+    assert d.reason is Reason.SLOW_START and d.cpu_pressure is None
+
+
 def test_clamps_to_floor_and_ceiling() -> None:
     t = AdaptiveThrottle(SETTINGS, 0, start_rate=20 * MB)
     for i in range(1, 4):

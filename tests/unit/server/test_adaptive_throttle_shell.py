@@ -50,6 +50,9 @@ def test_configs_are_validated() -> None:
     assert "Not a number" in refused({"reassignment.adaptive.max.throttled.rate": "lots"})
     assert "Value must be at most" in refused({"reassignment.adaptive.min.throttled.rate": "5",
                                                "reassignment.adaptive.max.throttled.rate": "4"})
+    # A share of wall time, as reassignment.copy.max.cpu.pressure: 0 and up (1.0 or more: not judged).
+    validate_broker_update({"reassignment.adaptive.max.cpu.pressure": "0.3"}, per_broker=False)
+    assert "Value must be at least 0.0" in refused({"reassignment.adaptive.max.cpu.pressure": "-0.1"})
     # Against the default ceiling (100 MB/s) when no maximum is given.
     assert "Value must be at most" in refused({"reassignment.adaptive.min.throttled.rate": "200000000"})
 
@@ -57,13 +60,16 @@ def test_configs_are_validated() -> None:
 def test_settings_from_the_merged_configs() -> None:
     assert adaptive_throttle_settings({}) is None
     assert adaptive_throttle_settings({"reassignment.throttle.mode": "static"}) is None
-    assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive"}) == (1_000_000, 100_000_000, 100, 5000)
+    assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive"}) == (
+        1_000_000, 100_000_000, 100, 5000, 1.0)
     # A per-broker minimum above the cluster's maximum is raised no higher than the maximum.
     assert adaptive_throttle_settings({"reassignment.throttle.mode": "ADAPTIVE",
                                        "reassignment.adaptive.min.throttled.rate": "9",
-                                       "reassignment.adaptive.max.throttled.rate": "5"}) == (5, 5, 100, 5000)
+                                       "reassignment.adaptive.max.throttled.rate": "5"}) == (5, 5, 100, 5000, 1.0)
     assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive",
                                        "reassignment.adaptive.max.produce.latency.ms": "2.5"})[2] == 2.5
+    assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive",
+                                       "reassignment.adaptive.max.cpu.pressure": "0.25"})[4] == 0.25
 
 
 def manager(tmp_path: Path) -> ReplicaManager:
@@ -122,6 +128,47 @@ def test_adaptive_mode_starts_at_the_static_rate_and_follows_its_decisions(tmp_p
     assert rates(rm) == (None, None)
 
 
+class _Pressure:
+    """A PSI reader whose host has some task waiting ``share`` of the wall time."""
+
+    def __init__(self, share: float) -> None:
+        self.share, self.reads = share, 0
+
+    def waited_us(self) -> int:
+        self.reads += 1
+        return int(time.monotonic() * 1e6 * self.share)
+
+    def close(self) -> None:
+        pass
+
+
+def test_cpu_pressure_cuts_the_rate_when_it_has_a_target(tmp_path: Path) -> None:
+    rm = manager(tmp_path)
+    pressure = _Pressure(0.5)
+    rm._cpu_pressure = pressure  # type: ignore[assignment]
+    rm.set_reassignment_rate(10 * MB, SETTINGS)  # the target's default, 1.0: never read
+    assert rm.reassignment_leader_limiter is not None
+    rm.reassignment_leader_limiter.record(10 * MB, 0)
+    rm.adaptive_tick()
+    assert pressure.reads == 0 and rm.reassignment_throttle().cpu_pressure is None
+    rm.set_reassignment_rate(10 * MB, AdaptiveSettings(MB, 21 * MB, 50, 1_000, max_cpu_pressure=0.3))
+    before = rm.reassignment_throttle().rate
+    rm.reassignment_leader_limiter.record(before, 0)
+    rm.adaptive_tick()  # the first reading: nothing to judge by yet
+    assert pressure.reads == 1 and rm.reassignment_throttle().reason is not Reason.CPU_PRESSURE
+    time.sleep(0.05)
+    rm.reassignment_leader_limiter.record(before, 0)
+    rm.adaptive_tick()
+    status = rm.reassignment_throttle()
+    assert status.reason is Reason.CPU_PRESSURE and status.cpu_pressure == pytest.approx(0.5, abs=0.1)
+    assert status.rate < before
+    # The same host under the target: no cut for it.
+    pressure.share = 0.1
+    time.sleep(0.05)
+    rm.adaptive_tick()
+    assert rm.reassignment_throttle().reason is not Reason.CPU_PRESSURE
+
+
 def test_follower_lag_of_led_partitions_cuts_the_rate(tmp_path: Path) -> None:
     async def scenario() -> None:
         rm = manager(tmp_path)
@@ -162,3 +209,8 @@ def test_metrics_show_the_rate_reason_and_signals() -> None:
     assert 'headwater_reassignment_throttle_reason{broker="3",reason="increase"} 0.0' in text
     assert 'headwater_reassignment_throttle_produce_p99_ms{broker="3"} 61.5' in text
     assert 'headwater_reassignment_throttle_follower_lag_ms{broker="3"} -1.0' in text
+    assert 'headwater_reassignment_throttle_cpu_pressure{broker="3"} -1.0' in text
+    text = scrape(metrics.Snapshot(broker_id=3, reassignment_throttle=ThrottleStatus(
+        "adaptive", 7_000_000, Reason.CPU_PRESSURE, None, None, 0.42)))
+    assert 'headwater_reassignment_throttle_reason{broker="3",reason="cpu_pressure"} 1.0' in text
+    assert 'headwater_reassignment_throttle_cpu_pressure{broker="3"} 0.42' in text
