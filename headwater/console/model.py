@@ -42,8 +42,8 @@ NO_METRICS = "unknown (no metrics endpoint)"
 REASONS = {
     "static": "static: reassignment.throttled.rate as set",
     "start": "starting rate: not judged yet",
-    "slow_start": "raising fast (doubling until the first cut): both targets met",
-    "increase": "raising: both targets met",
+    "slow_start": "raising fast (doubling until the first cut): every target met",
+    "increase": "raising: every target met",
     "produce_latency": "cut: produce p99 over its target",
     "follower_lag": "cut: follower lag over its target",
     "cpu_pressure": "cut: the host's CPU pressure over its target",

@@ -26,7 +26,7 @@ The rule (AIMD; docs/replication.md says why), first match wins:
 5. Too few produces to judge a p99 (``MIN_SAMPLES``, gathered over at most ``MAX_WINDOW_MS``) on a
    broker that leads in-sync followers: hold (``NO_SAMPLES``): there is something to protect but no
    traffic to judge by.
-6. Otherwise raise the rate: both signals are under their targets, or the broker has nothing to
+6. Otherwise raise the rate: every signal is under its target, or the broker has nothing to
    protect at all (no acks=all produce, no in-sync follower: a new, empty broker, the usual target
    of a move, must not hold the copy at the start rate; the brokers at the other end of each copy
    judge it by their own signals). Until the first cut the rate doubles (``SLOW_START``, TCP's slow

@@ -506,7 +506,7 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
                 if left:
                     liveness.append(f"throttle configs left on topic {TOPIC} after the moves finished: {left}")
             if churner is not None:
-                churner.wait_deleted(timeout_s=30)
+                churner.wait_exercised(timeout_s=30)
                 churner.stop()
                 churn_final, problems = churner.final_state(cluster.kazoo)
                 liveness += problems

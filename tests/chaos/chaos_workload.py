@@ -464,10 +464,19 @@ class ChurnWorkload:
         self._thread.start()
         return self
 
-    def wait_deleted(self, timeout_s: float) -> bool:
-        """Let the workload run until one delete was acknowledged: a short fault run may otherwise
-        end after a create and a produce, and its deletion path would go untested."""
-        return self._deleted.wait(timeout_s)
+    def wait_exercised(self, timeout_s: float) -> bool:
+        """Let the workload run until one delete and a step's worth of records were acknowledged: a
+        short fault run may otherwise end after a create and a produce, leaving deletion untested,
+        or, when the fault timed out the create, after a delete with nothing written."""
+        deadline = time.monotonic() + timeout_s
+        while not (self._deleted.is_set() and self.acknowledged() >= self.RECORDS_PER_STEP):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
+    def acknowledged(self) -> int:
+        return sum(len(life.acks) for lives in list(self.history.churn.values()) for life in list(lives))
 
     def stop(self) -> None:
         if self._stop.is_set():
