@@ -15,7 +15,8 @@ per-second p99 of acks=all produces during ``no_move``, read from its metrics). 
 messages sent while it ran, the copy rate (the partition's bytes over the move's time, from the
 AlterPartitionReassignments request until ListPartitionReassignments no longer lists it), and for
 the adaptive one the rate in force, its reason and what it judged by on broker 1 and the broker
-being added every half second. For every phase: the ms per second each broker and the producer's
+being added every half second. For every move, each 2-second slice's copy rate (from the adding
+replica's bytes) and p99 (``slices``). For every phase: the ms per second each broker and the producer's
 process waited for a CPU, and the host's CPU pressure (PSI "some"). The producer runs in a process
 of its own, so that the benchmark's own work does not delay its delivery reports, and every
 broker's metrics are read every half second in every phase, so that their cost is the same in
@@ -216,6 +217,21 @@ class LoadProducer:
                 if (lat := self.window(t0 + k * slice_s, t0 + (k + 1) * slice_s))]
         return round(statistics.median(p99s), 2) if p99s else None
 
+    def slices(self, t0: float, t1: float, copied: list[tuple[float, int]],
+               slice_s: float = SLICE_S) -> list[tuple[float, float]]:
+        """(copy MB/s, p99 ms) of each whole ``slice_s`` slice of [t0, t1), the copy rate from the
+        adding replica's bytes at the samples nearest the slice's ends: whether a phase's p99 follows
+        the rate it copied at moment by moment, as a varying (adaptive) rate would need it to."""
+        out = []
+        for k in range(int((t1 - t0) // slice_s)):
+            a, b = t0 + k * slice_s, t0 + (k + 1) * slice_s
+            lat = self.window(a, b)
+            inside = [(t, n) for t, n in copied if a <= t <= b]
+            if lat and len(inside) >= 2 and inside[-1][0] > inside[0][0]:
+                (ta, na), (tb, nb) = inside[0], inside[-1]
+                out.append((round((nb - na) / 1e6 / (tb - ta), 1), round(percentile(lat, 0.99), 2)))
+        return out
+
     def stop(self) -> None:
         if self._proc.is_alive():
             with contextlib.suppress(OSError):
@@ -331,6 +347,7 @@ class Mover:
         self.cluster, self.admin = cluster, admin
         self.current = [1, 2, 3]
         self.adding = 0  # the broker the last move added
+        self.copied: list[tuple[float, int]] = []  # (time, bytes of the adding replica) during the last move
 
     def move(self) -> tuple[float, float, float]:
         """(start, end, bytes/s) of one move."""
@@ -338,10 +355,12 @@ class Mover:
         self.adding = next(b for b in target if b not in self.current)
         size = self.cluster.log_bytes(1, "big")
         t0 = time.monotonic()
+        self.copied = [(t0, self.cluster.log_bytes(self.adding, "big"))]
         result = self.admin.alter({("big", 0): target})
         assert result[("big", 0)][0] == 0, result
         while ("big", 0) in self.admin.ongoing():
             time.sleep(0.1)
+            self.copied.append((time.monotonic(), self.cluster.log_bytes(self.adding, "big")))
         t1 = time.monotonic()
         self.current = target
         return t0, t1, size / (t1 - t0)
@@ -412,12 +431,12 @@ def main() -> None:
             set_defaults(cluster, {"reassignment.throttle.mode": None})
             for _ in range(args.repeat):
                 t0, t1, copy = mover.move()
-                record("unthrottled", t0, t1, None, copy)
+                record("unthrottled", t0, t1, None, copy, slices=load.slices(t0, t1, mover.copied))
                 for mb in static_rates:
                     set_defaults(cluster, {"reassignment.throttled.rate": str(int(mb * 1e6))})
                     time.sleep(1.5)
                     t0, t1, copy = mover.move()
-                    record("static", t0, t1, mb, copy)
+                    record("static", t0, t1, mb, copy, slices=load.slices(t0, t1, mover.copied))
                 set_defaults(cluster, {"reassignment.throttled.rate": None})
             # The target an operator would pick from a dashboard of the brokers' per-second p99: what it
             # stays under 9 seconds in 10 without a move, plus the headroom the goal allows.
@@ -436,7 +455,8 @@ def main() -> None:
                 record("adaptive", t0, t1, None, copy, target_ms=target_ms,
                        broker_p99_no_move_ms=round(percentile(broker_p99, 0.9), 2) if broker_p99 else None,
                        leader_rate_mb_min=min(rates, default=None), leader_rate_mb_max=max(rates, default=None),
-                       leader_rate_mb_mean=round(statistics.mean(rates), 2) if rates else None, trace=seen)
+                       leader_rate_mb_mean=round(statistics.mean(rates), 2) if rates else None, trace=seen,
+                       slices=load.slices(t0, t1, mover.copied))
             summary(results)
         finally:
             if load is not None:
