@@ -231,7 +231,7 @@ class ReplicaManager:
         last, self._pressure_at = self._pressure_at, None if waited is None else (now, waited)
         if waited is None or last is None or now <= last[0]:
             return None
-        return min(1.0, (waited - last[1]) / 1000.0 / (now - last[0]))
+        return max(0.0, min(1.0, (waited - last[1]) / 1000.0 / (now - last[0])))
 
     @staticmethod
     def _charged_bytes(limiter: ByteRateLimiter | None) -> int:

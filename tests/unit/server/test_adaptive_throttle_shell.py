@@ -129,14 +129,19 @@ def test_adaptive_mode_starts_at_the_static_rate_and_follows_its_decisions(tmp_p
 
 
 class _Pressure:
-    """A PSI reader whose host has some task waiting ``share`` of the wall time."""
+    """A PSI reader whose host has some task waiting ``share`` of the wall time since the last read
+    (the total only grows, as the kernel's does)."""
 
     def __init__(self, share: float) -> None:
         self.share, self.reads = share, 0
+        self._total_us, self._at = 0.0, time.monotonic()
 
     def waited_us(self) -> int:
         self.reads += 1
-        return int(time.monotonic() * 1e6 * self.share)
+        now = time.monotonic()
+        self._total_us += (now - self._at) * 1e6 * self.share
+        self._at = now
+        return int(self._total_us)
 
     def close(self) -> None:
         pass
@@ -165,8 +170,10 @@ def test_cpu_pressure_cuts_the_rate_when_it_has_a_target(tmp_path: Path) -> None
     # The same host under the target: no cut for it.
     pressure.share = 0.1
     time.sleep(0.05)
+    rm.reassignment_leader_limiter.record(status.rate, 0)
     rm.adaptive_tick()
-    assert rm.reassignment_throttle().reason is not Reason.CPU_PRESSURE
+    status = rm.reassignment_throttle()
+    assert status.reason is not Reason.CPU_PRESSURE and status.cpu_pressure == pytest.approx(0.1, abs=0.05)
 
 
 def test_follower_lag_of_led_partitions_cuts_the_rate(tmp_path: Path) -> None:
