@@ -94,6 +94,7 @@ CHAOS_PROPS = {
 # Self-healing (mixed, kill-heal): a broker unregistered this long has its replicas moved away. The
 # controller notices a kill when the session expires (4 s), so a heal starts ~8 s after a kill.
 HEALING_THRESHOLD_MS = 3000
+TXNS_TO_CHECK = 10  # commits a transactional run gathers before it stops, so its checks have something to check
 # reassignment.throttled.rate during kill-heal, bytes/s per broker and direction. A copy's first fetch
 # may take a whole partition (the limiter lets one answer through, then makes its bytes a debt), so
 # per broker the first move or two complete at once and the others wait for the debt, tens of KB at
@@ -514,6 +515,8 @@ def _run_scenario(scenario: Scenario, data_dir: Path, progress: Callable[[str], 
                 # Transactions must commit again once the faults are gone.
                 if not txn.wait_committed(txn.committed + 3, timeout_s=60):
                     liveness.append("no 3 transactions committed within 60 s after the last fault")
+                # A fault that stalled the transactions for most of the run leaves few to check.
+                txn.wait_committed(TXNS_TO_CHECK, timeout_s=60)
                 txn.finish()
                 if txn.fatal:
                     liveness.append(f"the transactional workload failed: {txn.fatal}")

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos_run import SESSION_TIMEOUT_MS, Outcome, Scenario, run_scenario
+from chaos_run import SESSION_TIMEOUT_MS, TXNS_TO_CHECK, Outcome, Scenario, run_scenario
 
 
 def assert_transactions_ran(outcome: Outcome) -> None:
     """The transactional checks had something to check: commits, and aborts whose records are in the
     log (read_uncommitted) and had to be hidden from read_committed."""
     stats, final = outcome.verdict.stats, outcome.final.txn
-    assert final is not None and stats["txns_committed"] >= 10, f"too few transactions committed: {outcome.report()}"
+    assert final is not None and stats["txns_committed"] >= TXNS_TO_CHECK, f"too few transactions committed: {outcome.report()}"
     in_log = {value for records in final.uncommitted.values() for _, value in records}
     aborted = [value for t in outcome.history.txns if t.outcome == "aborted" for _, value in t.values]
     assert any(value in in_log for value in aborted), f"no aborted record reached the log: {outcome.report()}"
