@@ -153,9 +153,19 @@ def attr(driver: Any, selector: str, name: str) -> str | None:
     return None if value is None else str(value)
 
 
+def attrs(driver: Any, selector: str, *names: str) -> list[dict[str, str | None]]:
+    """The attributes ``names`` of every element ``selector`` finds, in document order, read in one
+    script: the pages rebuild their tables from every snapshot, so an element found by one call may be
+    gone by the next."""
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(e => arguments[1].map(n => e.getAttribute(n)));", selector, list(names))
+    return [{n: (None if v is None else str(v)) for n, v in zip(names, row, strict=True)} for row in rows]
+
+
 def taken_at(driver: Any) -> float:
     """When the cluster was read for the snapshot the page shows now (the header keeps it)."""
-    return float(css(driver, "#status")[0].get_attribute("data-taken-at") or 0)
+    return float(attr(driver, "#status", "data-taken-at") or 0)
 
 
 def wait_new_snapshot(driver: Any, timeout_s: float = 30) -> float:

@@ -27,6 +27,7 @@ from confluent_kafka import Producer
 from console_support import (
     ConsoleProcess,
     attr,
+    attrs,
     click,
     css,
     prop,
@@ -231,7 +232,7 @@ def test_reassignment_progress_cancel_and_throttle(cluster: LocalCluster, consol
     wait_for(lambda: not css(browser, f"#move-{TOPIC}-0"), 120, "partition 0's move to finish")
     wait_for(lambda: "completed" in text(browser, f"#done-{TOPIC}-0"), 30, "partition 0 completed")
     wait_for(lambda: css(browser, "#overall .bar")[0].get_attribute("data-share") == "100.0", 30, "the overall bar at 100 %")
-    assert css(browser, f"#done-{TOPIC}-0 .bar")[0].get_attribute("data-share") == "100.0"
+    assert attr(browser, f"#done-{TOPIC}-0 .bar", "data-share") == "100.0"
     assert sorted(replicas(cluster, TOPIC)[0]) == [3, 4]
     screenshot(browser, workdir, "reassignments-done", capsys)
 
@@ -303,7 +304,7 @@ def test_read_only_console_refuses_writes(cluster: LocalCluster, read_only_conso
         assert not css(browser, "input[type=checkbox]"), "nor boxes to tick moves with"
         assert not css(browser, "#throttle-rate")
         # No --metrics: the throttle in force and self-healing are unknown, not "no limit" or "off".
-        assert {r.get_attribute("data-mode") for r in css(browser, "#throttles tr.throttle")} == {"unknown"}
+        assert {r["data-mode"] for r in attrs(browser, "#throttles tr.throttle", "data-mode")} == {"unknown"}
         assert "unknown (no metrics endpoint)" in prop(browser, "#throttles", "textContent")
         screenshot(browser, workdir, "reassignments-read-only", capsys)
         browser.get(read_only_console.url + "/cluster")

@@ -22,7 +22,18 @@ from typing import Any
 import pytest
 from cluster_support import LocalCluster, run_cli, start_cluster, wait_for
 from confluent_kafka import Producer
-from console_support import ConsoleProcess, click, css, descendants, prop, running, screenshot, text, wait_css
+from console_support import (
+    ConsoleProcess,
+    attrs,
+    click,
+    css,
+    descendants,
+    prop,
+    running,
+    screenshot,
+    text,
+    wait_css,
+)
 
 from headwater.admin.client import AdminClient
 from headwater.admin.local import free_port
@@ -116,10 +127,10 @@ def test_heat_map_and_quotas_pages(console: ConsoleProcess, browser: Any, workdi
                                    capsys: pytest.CaptureFixture[str]) -> None:
     browser.get(console.url + "/topics")
     wait_css(browser, "#heat-replicas")
-    cells = {c.get_attribute("data-broker"): c for c in css(browser, "#heat-replicas td.heat")}
-    assert cells["4"].get_attribute("data-value") == "0"  # the new broker: an empty column
-    assert all(cells[b].get_attribute("data-value") == str(PARTITIONS * 2 // 3) for b in "123")
-    assert "heat-10" in cells["1"].get_attribute("class")
+    cells = {c["data-broker"]: c for c in attrs(browser, "#heat-replicas td.heat", "data-broker", "data-value", "class")}
+    assert cells["4"]["data-value"] == "0"  # the new broker: an empty column
+    assert all(cells[b]["data-value"] == str(PARTITIONS * 2 // 3) for b in "123"), cells
+    assert "heat-10" in (cells["1"]["class"] or "")
     wait_for(lambda: int(css(browser, '#heat-bytes td.heat[data-broker="1"]')[0].get_attribute("data-value"))
              >= 4 * PARTITION_BYTES, 30, "bytes per broker in the heat map")
     screenshot(browser, workdir, "topics-heatmap", capsys)
