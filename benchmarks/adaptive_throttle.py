@@ -53,6 +53,7 @@ from confluent_kafka import Producer
 from headwater.admin.client import AdminClient
 from headwater.admin.local import READY_TIMEOUT_S, BrokerProcess, ZooKeeperProcess, free_port, wait_for_port
 from headwater.admin.reassign import Cluster, parse_throttle_metrics
+from headwater.replication.copy_pacer import pressure_share
 from headwater.server.cpu_pressure import CpuPressure
 
 MESSAGE_BYTES = 1024
@@ -106,8 +107,8 @@ class RunQueueSampler(threading.Thread):
         inside = [(t, w) for t, w in list(self.psi) if t0 <= t <= t1]
         if len(inside) < 2:
             return None
-        (ta, wa), (tb, wb) = inside[0], inside[-1]
-        return round((wb - wa) / 1e6 / (tb - ta), 3)
+        share = pressure_share((inside[0][0] * 1000, inside[0][1]), (inside[-1][0] * 1000, inside[-1][1]))
+        return None if share is None else round(share, 3)
 
     def ms_per_s(self, t0: float, t1: float) -> dict[str, float]:
         inside = [(t, w) for t, w in list(self.samples) if t0 <= t <= t1]

@@ -28,6 +28,16 @@ RELEASE = 0.5
 STALE_MS = 10 * WINDOW_MS
 
 
+def pressure_share(start: tuple[float, int], end: tuple[float, int]) -> float | None:
+    """The share of the time between two PSI readings ((ms, cumulative µs some task waited)) in which
+    some task waited for a CPU, at most 1. None when they bound no interval: no time passed, or the
+    total fell (it only grows, so the readings are of different counters)."""
+    elapsed_ms, waited_us = end[0] - start[0], end[1] - start[1]
+    if elapsed_ms <= 0 or waited_us < 0:
+        return None
+    return min(1.0, waited_us / 1000 / elapsed_ms)
+
+
 @dataclass(frozen=True)
 class PaceStatus:
     """What the metrics show: the target, the pause in force, the pressure last judged (None: none)."""
@@ -64,16 +74,16 @@ class CopyPacer:
         if waited_us is None or not self.active:
             self.pause_ms, self.pressure, self._start = 0.0, None, None
             return 0.0
-        elapsed_ms = now_ms - self._start[0] if self._start is not None else -1.0
-        if self._start is None or waited_us < self._start[1] or not 0 <= elapsed_ms <= STALE_MS:
+        start, end = self._start, (now_ms, waited_us)
+        if start is not None and 0 <= now_ms - start[0] < WINDOW_MS and waited_us >= start[1]:
+            return self.pause_ms
+        pressure = pressure_share(start, end) if start is not None and now_ms - start[0] <= STALE_MS else None
+        self._start = end
+        if pressure is None:
             # No window yet, or the last sample is from before an idle spell (no copy) whose
             # pressure says nothing about the copy now.
-            self._start = (now_ms, waited_us)
             return self.pause_ms
-        if elapsed_ms < WINDOW_MS:
-            return self.pause_ms
-        pressure = min(1.0, (waited_us - self._start[1]) / 1000 / elapsed_ms)
-        self.pressure, self._start = pressure, (now_ms, waited_us)
+        self.pressure = pressure
         if pressure > self.max_pressure:
             self.pause_ms = min(MAX_PAUSE_MS, max(MIN_PAUSE_MS, self.pause_ms * 2))
         else:

@@ -33,7 +33,7 @@ from headwater.replication.adaptive_throttle import (
     Reason,
     ThrottleStatus,
 )
-from headwater.replication.copy_pacer import PaceStatus
+from headwater.replication.copy_pacer import PaceStatus, pressure_share
 from headwater.replication.partition import (
     AlterPartitionProposal,
     AlterPartitionResponse,
@@ -229,9 +229,9 @@ class ReplicaManager:
         (None on the first tick after it was asked for, or without PSI)."""
         waited = self._cpu_pressure.waited_us()
         last, self._pressure_at = self._pressure_at, None if waited is None else (now, waited)
-        if waited is None or last is None or now <= last[0]:
+        if waited is None or last is None:
             return None
-        return max(0.0, min(1.0, (waited - last[1]) / 1000.0 / (now - last[0])))
+        return pressure_share(last, (now, waited))
 
     @staticmethod
     def _charged_bytes(limiter: ByteRateLimiter | None) -> int:

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.replication.copy_pacer import MAX_PAUSE_MS, MIN_PAUSE_MS, STALE_MS, WINDOW_MS, CopyPacer
+from headwater.replication.copy_pacer import (
+    MAX_PAUSE_MS,
+    MIN_PAUSE_MS,
+    STALE_MS,
+    WINDOW_MS,
+    CopyPacer,
+    pressure_share,
+)
 
 
 def feed(pacer: CopyPacer, shares: list[float], start_ms: float = 0.0, start_us: int = 0) -> list[float]:
@@ -67,3 +74,10 @@ def test_a_sample_after_an_idle_spell_starts_a_new_window() -> None:
     assert pacer.observe(STALE_MS + 1 + WINDOW_MS, 10**9) == 0.0
     # A counter that went backwards (another PSI file, a restarted container) starts over too.
     assert pacer.observe(STALE_MS + 1 + 2 * WINDOW_MS, 5) == 0.0
+
+
+def test_pressure_share_of_two_readings() -> None:
+    assert pressure_share((0, 0), (100, 25_000)) == 0.25  # 25 ms of waiting in 100 ms
+    assert pressure_share((0, 0), (100, 250_000)) == 1.0  # at most the whole time
+    assert pressure_share((100, 0), (100, 1_000)) is None  # no time passed
+    assert pressure_share((0, 5_000), (100, 1_000)) is None  # the total fell: not the same counter
