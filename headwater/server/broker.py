@@ -52,6 +52,7 @@ from headwater.server.transactions import TxnShell
 from headwater.server.user_configs import UserConfigs
 from headwater.server.zk_authority import ZkAuthority
 from headwater.storage import LogConfig, LogManager
+from headwater.storage.manager import remove_files
 
 log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 1.0
@@ -220,7 +221,9 @@ class Broker:
                 retention_due = time.monotonic() - last_retention >= retention_check_s
                 if retention_due:
                     last_retention = time.monotonic()
-                self.logs.tick(now_ms(), enforce_retention=retention_due)
+                removals = self.logs.housekeep(now_ms(), enforce_retention=retention_due)
+                if removals:
+                    await asyncio.to_thread(remove_files, removals)
                 # fsyncs run on a worker thread: on a busy disk one can take seconds. Rolled logs,
                 # and logs whose flush.ms is due.
                 rolled = self.logs.logs_to_flush(now_ms())

@@ -34,6 +34,7 @@ aborted-transaction index and what recovery rebuilds of them in ``transactions.p
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -128,6 +129,12 @@ class ReadResult:
 
 
 _EMPTY_READ = ReadResult([], 0)
+
+
+def _remove_segment(seg: LogSegment) -> None:
+    seg.close()
+    for path in seg.paths():
+        path.unlink(missing_ok=True)
 
 
 class PartitionLog:
@@ -628,16 +635,20 @@ class PartitionLog:
 
     def delete_expired_files(self, now_ms: int) -> int:
         """Close and unlink segments retired at least file.delete.delay.ms ago; returns how many."""
+        due = self.take_expired_files(now_ms)
+        for removal in due:
+            removal()
+        return len(due)
+
+    def take_expired_files(self, now_ms: int) -> list[Callable[[], None]]:
+        """The segments retired at least file.delete.delay.ms ago, no longer this log's: each as the
+        closing and unlinking of its files, for the caller to run (on a worker thread, in the broker)."""
         if not self._pending_deletes or self._pending_deletes[0][0] > now_ms:
-            return 0
+            return []
         due = [(t, s) for t, s in self._pending_deletes if t <= now_ms and now_ms - s.last_read_ms >= SEND_GRACE_MS]
         gone = {id(s) for _t, s in due}
         self._pending_deletes = [(t, s) for t, s in self._pending_deletes if id(s) not in gone]
-        for _, seg in due:
-            seg.close()
-            for path in seg.paths():
-                path.unlink(missing_ok=True)
-        return len(due)
+        return [functools.partial(_remove_segment, seg) for _, seg in due]
 
     # ---- durability ------------------------------------------------------------------------------
 
