@@ -341,6 +341,10 @@ class ThrottleWatcher(threading.Thread):
         self._halt.set()
 
 
+STALL_MS = 25.0
+SETTLE_S = 1.5  # before each move: longer than a broker's housekeeping tick (1 s)
+
+
 class Mover:
     """Moves ``big``-0 between {1,2,3} and {1,2,4}; times each move."""
 
@@ -351,7 +355,9 @@ class Mover:
         self.copied: list[tuple[float, int]] = []  # (time, bytes of the adding replica) during the last move
 
     def move(self) -> tuple[float, float, float]:
-        """(start, end, bytes/s) of one move."""
+        """(start, end, bytes/s) of one move, after the same pause in every phase: the last move's
+        removed replica is deleted in it, not in this move's window, whichever phase comes first."""
+        time.sleep(SETTLE_S)
         target = [1, 2, 4] if self.current == [1, 2, 3] else [1, 2, 3]
         self.adding = next(b for b in target if b not in self.current)
         size = self.cluster.log_bytes(1, "big")
@@ -385,6 +391,9 @@ def main() -> None:
     parser.add_argument("--adaptive-max-cpu-pressure", type=float, default=None,
                         help="reassignment.adaptive.max.cpu.pressure in the adaptive phase (default: unset, "
                              "so the adaptive mode does not judge by CPU pressure)")
+    parser.add_argument("--latency-from", choices=("ArrivalTime", "CreateTime"), default=None,
+                        help="reassignment.adaptive.produce.latency.from in the no-move and adaptive phases "
+                             "(default: unset, ArrivalTime); the target is taken on the same scale")
     args = parser.parse_args()
     static_rates = [float(x) for x in args.static_mb.split(",") if x]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -412,13 +421,18 @@ def main() -> None:
                        "slice_p99_median_ms": load.slice_p99_median(t0, t1) if load is not None else None,
                        "copy_mb_per_s": None if copy is None else round(copy / 1e6, 2),
                        "runqueue_wait_ms_per_s": sampler.ms_per_s(t0, t1),
-                       "cpu_pressure": sampler.cpu_pressure(t0, t1), **extra}
+                       "cpu_pressure": sampler.cpu_pressure(t0, t1), **extra,
+                       # Messages over STALL_MS: (seconds into the phase, ms), so a stall can be
+                       # matched with what a broker did then.
+                       "stalls": [(round(sent - t0, 2), round(v, 1)) for sent, v in list(load.samples)
+                                  if t0 <= sent < t1 and v > STALL_MS][:50] if load is not None else []}
                 emit(**row)
                 results.append(row)
                 return row
 
             # The brokers' own p99 during no_move (the adaptive mode, with no move, reports it every tick).
-            set_defaults(cluster, {"reassignment.throttle.mode": "adaptive"})
+            set_defaults(cluster, {"reassignment.throttle.mode": "adaptive",
+                                   "reassignment.adaptive.produce.latency.from": args.latency_from})
             broker_p99: list[float] = []
             for _ in range(args.repeat):
                 t0 = time.monotonic()
@@ -435,7 +449,6 @@ def main() -> None:
                 record("unthrottled", t0, t1, None, copy, slices=load.slices(t0, t1, mover.copied))
                 for mb in static_rates:
                     set_defaults(cluster, {"reassignment.throttled.rate": str(int(mb * 1e6))})
-                    time.sleep(1.5)
                     t0, t1, copy = mover.move()
                     record("static", t0, t1, mb, copy, slices=load.slices(t0, t1, mover.copied))
                 set_defaults(cluster, {"reassignment.throttled.rate": None})
@@ -448,7 +461,6 @@ def main() -> None:
                                  "reassignment.adaptive.max.produce.latency.ms": str(target_ms),
                                  "reassignment.adaptive.max.cpu.pressure": None if args.adaptive_max_cpu_pressure is None
                                  else str(args.adaptive_max_cpu_pressure)})
-            time.sleep(1.5)
             for _ in range(args.repeat):
                 t0, t1, copy = mover.move()
                 seen = watcher.trace(t0, t1, (1, mover.adding))

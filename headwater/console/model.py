@@ -42,7 +42,7 @@ NO_METRICS = "unknown (no metrics endpoint)"
 REASONS = {
     "static": "static: reassignment.throttled.rate as set",
     "start": "starting rate: not judged yet",
-    "slow_start": "raising fast (doubling until the first cut): every target met",
+    "slow_start": "raising fast (doubling until a signal nears its target): every target met",
     "increase": "raising: every target met",
     "produce_latency": "cut: produce p99 over its target",
     "follower_lag": "cut: follower lag over its target",

@@ -55,6 +55,7 @@ ADAPTIVE_MAX_FOLLOWER_LAG_MS = "reassignment.adaptive.max.follower.lag.ms"
 ADAPTIVE_MIN_RATE = "reassignment.adaptive.min.throttled.rate"
 ADAPTIVE_MAX_RATE = "reassignment.adaptive.max.throttled.rate"
 ADAPTIVE_MAX_CPU_PRESSURE = "reassignment.adaptive.max.cpu.pressure"
+ADAPTIVE_LATENCY_FROM = "reassignment.adaptive.produce.latency.from"
 COPY_MAX_CPU_PRESSURE = "reassignment.copy.max.cpu.pressure"
 SELF_HEALING_ENABLE = "self.healing.enable"
 SELF_HEALING_THRESHOLD_MS = "self.healing.broker.failure.threshold.ms"
@@ -70,6 +71,8 @@ HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, float, str]] = {
     ADAPTIVE_MAX_RATE: (ConfigType.LONG, 1, "100000000"),
     # A share of wall time (Linux PSI "some"); 1.0 and above: the adaptive mode does not judge by it.
     ADAPTIVE_MAX_CPU_PRESSURE: (ConfigType.DOUBLE, 0.0, "1.0"),
+    # Where a produce's latency starts: its request's arrival, or its producer's CreateTime stamp.
+    ADAPTIVE_LATENCY_FROM: (ConfigType.STRING, 0, "ArrivalTime"),
     # A share of wall time (Linux PSI "some"); 1.0 and above: the copy never pauses, as in Kafka.
     COPY_MAX_CPU_PRESSURE: (ConfigType.DOUBLE, 0.0, "1.0"),
     # Self-healing (docs/controller.md): off unless enabled; Cruise Control's 30-minute threshold.
@@ -78,11 +81,13 @@ HEADWATER_BROKER_CONFIGS: dict[str, tuple[ConfigType, float, str]] = {
     SELF_HEALING_DRY_RUN: (ConfigType.BOOLEAN, 0, "false"),
 }
 _HEADWATER_CHOICES = {REASSIGNMENT_THROTTLE_MODE: ("static", "adaptive"),
+                      ADAPTIVE_LATENCY_FROM: ("ArrivalTime", "CreateTime"),
                       SELF_HEALING_ENABLE: ("true", "false"), SELF_HEALING_DRY_RUN: ("true", "false")}
 
 
-def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, float, int, float] | None:
-    """(min rate, max rate, max produce latency ms, max follower lag ms, max CPU pressure) when the merged dynamic
+def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, float, int, float, str] | None:
+    """(min rate, max rate, max produce latency ms, max follower lag ms, max CPU pressure, where the
+    produce latency starts) when the merged dynamic
     broker configs turn the adaptive reassignment throttle on, else None. A minimum above the
     maximum (a per-broker value against the cluster default) is raised to the maximum."""
     if configs.get(REASSIGNMENT_THROTTLE_MODE, "static").strip().lower() != "adaptive":
@@ -95,8 +100,11 @@ def adaptive_throttle_settings(configs: Mapping[str, str]) -> tuple[int, int, fl
         return float(default) if value is None else max(low, value)
 
     high = int(setting(ADAPTIVE_MAX_RATE))
+    # Any case, as the mode; anything else (only a hand-written znode holds it) gets the default.
+    given = configs.get(ADAPTIVE_LATENCY_FROM, "").strip().lower()
+    latency_from = next((c for c in _HEADWATER_CHOICES[ADAPTIVE_LATENCY_FROM] if c.lower() == given), "ArrivalTime")
     return (min(int(setting(ADAPTIVE_MIN_RATE)), high), high, setting(ADAPTIVE_MAX_PRODUCE_LATENCY_MS),
-            int(setting(ADAPTIVE_MAX_FOLLOWER_LAG_MS)), setting(ADAPTIVE_MAX_CPU_PRESSURE))
+            int(setting(ADAPTIVE_MAX_FOLLOWER_LAG_MS)), setting(ADAPTIVE_MAX_CPU_PRESSURE), latency_from)
 
 
 def copy_max_cpu_pressure(configs: Mapping[str, str]) -> float:
@@ -153,7 +161,7 @@ def validate_broker_update(configs: Mapping[str, str | None], *, per_broker: boo
     catalog.validate_dynamic_broker_update(kafka_keys, per_broker=per_broker)
     for name, value in configs.items():
         if name in _HEADWATER_CHOICES and value is not None:
-            if value.strip().lower() not in _HEADWATER_CHOICES[name]:
+            if value.strip().lower() not in (choice.lower() for choice in _HEADWATER_CHOICES[name]):
                 expected = ("Expected value to be either true or false"  # ConfigDef's words for a BOOLEAN
                             if HEADWATER_BROKER_CONFIGS[name][0] is ConfigType.BOOLEAN
                             else f"String must be one of: {', '.join(_HEADWATER_CHOICES[name])}")

@@ -147,6 +147,14 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return header
 
 
+def create_time_ms(buf: bytes | bytearray | memoryview) -> int | None:
+    """The base timestamp of the first batch in ``buf`` when it is a v2 batch stamped by its producer
+    (CreateTime): when its first record was made. None otherwise (too short, another magic, LogAppendTime)."""
+    if len(buf) < HEADER_SIZE or buf[MAGIC_POS] != MAGIC_V2 or buf[ATTRIBUTES_POS + 1] & TIMESTAMP_TYPE_MASK:
+        return None
+    return int(_INT64.unpack_from(buf, BASE_TIMESTAMP_POS)[0])
+
+
 def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
     """Check the batch's CRC32C over attributes..end."""
     view = memoryview(buf)[pos + ATTRIBUTES_POS : pos + header.size]

@@ -3,7 +3,8 @@ copy does to its acks=all producers and in-sync followers (beyond Kafka; issue #
 
 With ``reassignment.throttle.mode=adaptive`` each broker runs one ``AdaptiveThrottle``. About once a
 second (``tick``) the shell hands it what it saw since the last tick (``Observation``):
-- the latencies of the acks=all produces this broker answered (arrival to answer, ms);
+- the latencies of the acks=all produces this broker answered (ms, to the answer from their arrival,
+  or under ``latency_from=CreateTime`` from their producer's stamp: ``produce_latency_ms``);
 - the largest lag, in ms, of an in-sync follower of a partition this broker leads (``None``: it leads
   no partition with an in-sync follower);
 - the bytes its reassignment limiters charged (the copy of replicas being added, either direction);
@@ -30,8 +31,9 @@ The rule (AIMD; docs/replication.md says why), first match wins:
    protect at all (no acks=all produce, no in-sync follower: a new, empty broker, the usual target
    of a move, must not hold the copy at the start rate; the brokers at the other end of each copy
    judge it by their own signals). Until the first cut the rate doubles (``SLOW_START``, TCP's slow
-   start, RFC 5681: from the floor to the knee in a few ticks, not STEPS of them); after it, it
-   rises by ``(max_rate - min_rate) / STEPS`` (``INCREASE``).
+   start, RFC 5681: from the floor to the knee in a few ticks, not STEPS of them), unless a signal
+   is past ``SLOW_START_EXIT`` of its target, which ends the slow start; after it, the rate rises
+   by ``(max_rate - min_rate) / STEPS`` (``INCREASE``).
 The rate always stays within ``[min_rate, max_rate]``.
 
 Only replicas being added are metered by these limiters (``throttle.limiters_for``), so an in-sync
@@ -48,13 +50,23 @@ from dataclasses import dataclass
 MODE_STATIC = "static"
 MODE_ADAPTIVE = "adaptive"
 MODES = (MODE_STATIC, MODE_ADAPTIVE)
+# Where a produce's latency starts (reassignment.adaptive.produce.latency.from).
+FROM_ARRIVAL = "ArrivalTime"
+FROM_CREATE_TIME = "CreateTime"
+LATENCY_FROM = (FROM_ARRIVAL, FROM_CREATE_TIME)
 
 SLOW_START_FACTOR = 2.0  # the rate's growth per good tick until the first cut
+# A signal past this share of its target ends the slow start without a cut (as HyStart ends TCP's
+# on rising delay): the knee is near, and doubling past it would overshoot by up to twice the rate.
+SLOW_START_EXIT = 0.75
 DECREASE = 0.7  # multiplicative decrease (CUBIC's beta): halving left a quarter of the rate unused on average
 STEPS = 20  # additive increase: from the floor to the ceiling in this many good ticks
 LIMITING_SHARE = 0.5  # the copy used at least this share of the rate since the last tick
 MIN_SAMPLES = 20  # produces needed for a p99 (the nearest-rank p99 of 20 is their maximum)
 MAX_WINDOW_MS = 5_000  # fewer samples than that in this long: no produce signal, and they are dropped
+# A batch stamped more than this before its request arrived was not stamped at send time (an event
+# time, a retry): its age says nothing about this produce, which is then judged from its arrival.
+MAX_BEFORE_ARRIVAL_MS = 1_000
 
 
 class Reason(enum.Enum):
@@ -80,10 +92,13 @@ class AdaptiveSettings:
     max_produce_latency_ms: float
     max_follower_lag_ms: float
     max_cpu_pressure: float = 1.0  # 1.0 or more: never cut for it
+    latency_from: str = FROM_ARRIVAL
 
     def __post_init__(self) -> None:
         if not 0 < self.min_rate <= self.max_rate:
             raise ValueError(f"need 0 < min rate <= max rate, got {self.min_rate} and {self.max_rate}")
+        if self.latency_from not in LATENCY_FROM:
+            raise ValueError(f"latency from {self.latency_from!r}, not one of {', '.join(LATENCY_FROM)}")
 
     @property
     def step(self) -> float:
@@ -121,6 +136,17 @@ class ThrottleStatus:
     produce_p99_ms: float | None = None
     follower_lag_ms: int | None = None
     cpu_pressure: float | None = None
+
+
+def produce_latency_ms(since_arrival_ms: float, since_created_ms: float | None) -> float:
+    """One acks=all produce's latency under ``CreateTime``: from when the producer stamped its oldest
+    batch (``since_created_ms``, on the broker's clock) to the answer, so the time the request spent
+    in the producer and waiting to be read counts too. From its arrival when there is no stamp, or the
+    stamp is not a send time: after the arrival (the clocks disagree) or more than
+    ``MAX_BEFORE_ARRIVAL_MS`` before it."""
+    if since_created_ms is not None and since_arrival_ms <= since_created_ms <= since_arrival_ms + MAX_BEFORE_ARRIVAL_MS:
+        return since_created_ms
+    return since_arrival_ms
 
 
 def p99(latencies: Sequence[float]) -> float:
@@ -164,6 +190,12 @@ class AdaptiveThrottle:
         self._pending = []
         return value
 
+    def _near_target(self, latency: float | None, lag: int | None, pressure: float | None) -> bool:
+        s = self.settings
+        return ((latency is not None and latency > SLOW_START_EXIT * s.max_produce_latency_ms)
+                or (lag is not None and lag > SLOW_START_EXIT * s.max_follower_lag_ms)
+                or (pressure is not None and pressure > SLOW_START_EXIT * s.max_cpu_pressure))
+
     def tick(self, now_ms: int, obs: Observation) -> Decision:
         s = self.settings
         elapsed_ms = max(1, now_ms - self._last_tick_ms)
@@ -183,7 +215,7 @@ class AdaptiveThrottle:
             reason = Reason.NOT_LIMITING
         elif latency is None and lag is not None:
             reason = Reason.NO_SAMPLES
-        elif self._slow_start:
+        elif self._slow_start and not self._near_target(latency, lag, pressure):
             reason = Reason.SLOW_START
         else:
             reason = Reason.INCREASE
@@ -194,5 +226,6 @@ class AdaptiveThrottle:
             self._rate = s.clamp(max(self._rate * SLOW_START_FACTOR, self._rate + s.step))
         elif reason is Reason.INCREASE:
             self._rate = s.clamp(self._rate + s.step)
+            self._slow_start = False
         self.last = Decision(int(self._rate), reason, latency, lag, pressure)
         return self.last

@@ -25,6 +25,7 @@ from headwater.protocol.errors import ErrorCode, KafkaError
 from headwater.protocol.interbroker import AlterPartitionRequest
 from headwater.replication.acks import PendingAcks
 from headwater.replication.adaptive_throttle import (
+    FROM_CREATE_TIME,
     MODE_ADAPTIVE,
     MODE_STATIC,
     AdaptiveSettings,
@@ -32,6 +33,7 @@ from headwater.replication.adaptive_throttle import (
     Observation,
     Reason,
     ThrottleStatus,
+    produce_latency_ms,
 )
 from headwater.replication.copy_pacer import PaceStatus, pressure_share
 from headwater.replication.partition import (
@@ -194,11 +196,24 @@ class ReplicaManager:
         self.reassignment_leader_limiter = _limiter(self.reassignment_leader_limiter, bytes_per_s, now)
         self.reassignment_follower_limiter = _limiter(self.reassignment_follower_limiter, bytes_per_s, now)
 
-    def record_produce_latency(self, started_s: float) -> None:
-        """An acks=all produce answered (``started_s``: ``time.perf_counter()`` at its arrival)."""
+    def record_produce_latency(self, started_s: float, created_ms: int | None = None) -> None:
+        """An acks=all produce answered (``started_s``: ``time.perf_counter()`` at its arrival;
+        ``created_ms``: the oldest CreateTime stamp of its batches, if any)."""
         latencies = self.produce_latencies_ms
-        if latencies is not None:
-            latencies.append((time.perf_counter() - started_s) * 1000.0)
+        if latencies is None:
+            return
+        since_arrival = (time.perf_counter() - started_s) * 1000.0
+        if created_ms is not None and self.judges_create_time:
+            latencies.append(produce_latency_ms(since_arrival, time.time() * 1000.0 - created_ms))
+        else:
+            latencies.append(since_arrival)
+
+    @property
+    def judges_create_time(self) -> bool:
+        """Whether the adaptive throttle judges produces from their CreateTime stamps (the produce
+        handler reads them only then)."""
+        adaptive = self._adaptive
+        return adaptive is not None and adaptive.settings.latency_from == FROM_CREATE_TIME
 
     def adaptive_tick(self) -> None:
         """One judgement of the adaptive throttle (every ADAPTIVE_TICK_S while it is on)."""

@@ -9,6 +9,7 @@ from typing import Any
 from headwater.protocol.apis import ApiKey, Request
 from headwater.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from headwater.protocol.produce import PartitionResult, encode_produce_response
+from headwater.records.batch import create_time_ms
 from headwater.security.acl import AclOperation, ResourceType
 from headwater.server.authority import Handler
 from headwater.server.context import BrokerContext
@@ -29,6 +30,10 @@ class ProduceApis:
         acks = body.acks
         results: list[tuple[str, list[PartitionResult]]] = []
         waits: list[tuple[PartitionResult, asyncio.Future[ErrorCode]]] = []
+        # Under reassignment.adaptive.produce.latency.from=CreateTime: the oldest producer stamp, read
+        # before the append (which may stamp LogAppendTime over it).
+        created_ms: int | None = None
+        judge_created = acks == -1 and self.ctx.replicas.judges_create_time
         # Transactional records need WRITE on the request's transactional id (KafkaApis.handleProduceRequest:
         # every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, and nothing is written).
         transactional_refused = _has_transactional_batches(body) and (
@@ -53,6 +58,10 @@ class ProduceApis:
                     records = pd.records
                     if not records:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "empty records")
+                    if judge_created:
+                        stamp = create_time_ms(records)
+                        if stamp is not None and (created_ms is None or stamp < created_ms):
+                            created_ms = stamp
                     # max.message.bytes is checked per batch by the append, after the leader's
                     # NOT_ENOUGH_REPLICAS check, as in Kafka's appendRecordsToLeader. The records
                     # are a view of the request's frame: offsets are assigned in it, and it is written.
@@ -78,7 +87,7 @@ class ProduceApis:
                 part.error_code = error
                 part.error_message = None
         if acks == -1 and waits:
-            self.ctx.replicas.record_produce_latency(started)
+            self.ctx.replicas.record_produce_latency(started, created_ms)
         if acks == 0:
             return None
         return [encode_produce_response(req.version, req.correlation_id, results)]

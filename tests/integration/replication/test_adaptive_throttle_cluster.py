@@ -7,8 +7,8 @@ meter only the replicas being added (KIP-455's "future work" throttle; Kafka's o
 only replicas out of sync, ``ReplicationQuotaManager``). The adaptive part is headwater's own, so
 the test asserts the documented contract (docs/replication.md, "Adaptive reassignment throttle"):
 the rate in force never leaves ``[min, max]``; it rises while the targets are met and the copy uses
-it; it falls to the floor when the produce p99 or the host's CPU pressure is over target; it starts
-at the floor.
+it; it falls to the floor when the produce p99 (from arrival, or from the producer's CreateTime
+stamp when asked to) or the host's CPU pressure is over target; it starts at the floor.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class SteadyProducer(threading.Thread):
                                   "enable.idempotence": True, "log_level": 3})
         self.acked: set[int] = set()
         self.failed = 0
+        self.stamp_behind_ms = 0  # how long before the send each record is stamped (its CreateTime)
         self._halt = threading.Event()
 
     def _report(self, err: object, msg: object) -> None:
@@ -56,7 +57,8 @@ class SteadyProducer(threading.Thread):
         pad = os.urandom(1000)
         seq = 0
         while not self._halt.is_set():
-            self.producer.produce(self.topic, value=b"%010d" % seq + pad, partition=0, on_delivery=self._report)
+            self.producer.produce(self.topic, value=b"%010d" % seq + pad, partition=0, on_delivery=self._report,
+                                  timestamp=int(time.time() * 1000) - self.stamp_behind_ms)
             seq += 1
             self.producer.poll(0)
             time.sleep(0.003)
@@ -121,10 +123,11 @@ def test_an_adaptive_move_under_acks_all_produce(metered_cluster: LocalCluster) 
     c.wait_full_isr([topic], 1)
     producer = SteadyProducer(c.bootstrap, topic)
     producer.start()
-    # Data to copy: the producer's own messages plus a bulk load, ~24 MiB in all.
+    # Data to copy: the producer's own messages plus a bulk load, ~40 MiB in all, enough for the copy
+    # to run through every step below at rates near the floor.
     bulk = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 20, "log_level": 3})
     value = b"%010d" % -1 + os.urandom(10_000)
-    for _ in range(24 * MIB // len(value)):
+    for _ in range(40 * MIB // len(value)):
         while True:
             try:
                 bulk.produce(topic, value=value, partition=0)
@@ -168,8 +171,25 @@ def test_an_adaptive_move_under_acks_all_produce(metered_cluster: LocalCluster) 
                 return cut == 1 and rate == FLOOR and 0 < judged <= 1
 
             wait_for(cut_for_pressure, 30, "the leader's rate cut to the floor for CPU pressure")
+        # Records stamped 400 ms before they are sent (as a producer whose requests wait that long
+        # for a CPU or a socket would stamp them), against a 200 ms target: judged from their
+        # arrival they meet it; judged from their CreateTime they do not, and the rate is cut.
+        set_defaults(c, {"reassignment.adaptive.max.cpu.pressure": "1.0",
+                         "reassignment.adaptive.max.produce.latency.ms": "200"})
+        producer.stamp_behind_ms = 400
+
+        def judged_p99() -> float:
+            return scrape(c, 1)["headwater_reassignment_throttle_produce_p99_ms"][frozenset({("broker", "1")})]
+
+        wait_for(lambda: throttle(c, 1)[1] != "produce_latency" and 0 < judged_p99() < 200, 30,
+                 "the stamps ignored under ArrivalTime")
+        set_defaults(c, {"reassignment.adaptive.produce.latency.from": "CreateTime"})
+        wait_for(lambda: throttle(c, 1) == (FLOOR, "produce_latency") and judged_p99() >= 400, 30,
+                 "the leader's rate cut to the floor for produces judged from their CreateTime")
         # No target: the move completes.
-        set_defaults(c, {"reassignment.adaptive.max.cpu.pressure": "1.0"})
+        producer.stamp_behind_ms = 0
+        set_defaults(c, {"reassignment.adaptive.produce.latency.from": "ArrivalTime",
+                         "reassignment.adaptive.max.produce.latency.ms": str(GENEROUS_MS)})
 
         def done() -> bool:
             out = run_cli("reassign", "--bootstrap-server", c.bootstrap, "--verify", "--reassignment-json-file",

@@ -15,6 +15,13 @@ from headwater.records import (
     parse_header,
     scan_valid_prefix,
 )
+from headwater.records.batch import (
+    ATTRIBUTES_POS,
+    HEADER_SIZE,
+    MAGIC_POS,
+    TIMESTAMP_TYPE_MASK,
+    create_time_ms,
+)
 
 
 def batch(n: int = 3, compression: int = 0, producer_id: int = -1, base_sequence: int = -1) -> bytes:
@@ -63,9 +70,22 @@ def test_scan_valid_prefix_cuts_torn_tail() -> None:
     assert len(batches) == 2 and end == len(whole)
 
 
+def test_create_time_is_the_first_records_stamp_unless_the_batch_is_log_append_time() -> None:
+    raw = bytearray(batch(3))  # stamped 1000, 1001, 1002 by its producer
+    assert create_time_ms(raw) == 1000
+    assert create_time_ms(raw + batch(2)) == 1000  # the first batch's
+    raw[ATTRIBUTES_POS + 1] |= TIMESTAMP_TYPE_MASK  # LogAppendTime: the broker's stamp, not the producer's
+    assert create_time_ms(raw) is None
+    assert create_time_ms(batch(3)[:HEADER_SIZE - 1]) is None
+    v1 = bytearray(batch(3))
+    v1[MAGIC_POS] = 1
+    assert create_time_ms(v1) is None
+
+
 @given(st.binary(max_size=300))
 def test_garbage_never_crashes(data: bytes) -> None:
     with contextlib.suppress(CorruptRecordError):
         list(iter_batches(data))
+    create_time_ms(data)
     _batches, end = scan_valid_prefix(data)
     assert 0 <= end <= len(data)

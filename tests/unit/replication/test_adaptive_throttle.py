@@ -16,6 +16,7 @@ from headwater.replication.adaptive_throttle import (
     Observation,
     Reason,
     p99,
+    produce_latency_ms,
 )
 from headwater.replication.partition import FollowerFetch, LeaderAndIsrState, PartitionReplica, Role
 from headwater.replication.throttle import ByteRateLimiter, limiters_for
@@ -63,6 +64,25 @@ def test_doubles_until_the_first_cut_then_raises_additively() -> None:
         before = t.rate
         d = t.tick(i * 1000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
         assert d.reason is Reason.INCREASE and d.rate == int(before + STEP)
+
+
+def test_a_signal_near_its_target_ends_the_slow_start_without_a_cut() -> None:
+    # HyStart's rule for TCP: a rising signal means the knee is near, so climb by steps from here.
+    t = AdaptiveThrottle(SETTINGS, 0)
+    d = t.tick(1000, Observation(fast(ms=37), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.SLOW_START and d.rate == 2 * MB  # 37 ms: under 3/4 of the 50 ms target
+    d = t.tick(2000, Observation(fast(ms=38), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.INCREASE and d.rate == int(2 * MB + STEP)
+    d = t.tick(3000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.INCREASE, "the slow start is over for good"
+    # The follower lag and the CPU pressure end it the same way.
+    t = AdaptiveThrottle(SETTINGS, 0)
+    assert t.tick(1000, Observation(fast(), follower_lag_ms=1_600, copied_bytes=busy(t.rate))).reason is Reason.INCREASE
+    pressured = AdaptiveSettings(min_rate=1 * MB, max_rate=21 * MB, max_produce_latency_ms=50,
+                                 max_follower_lag_ms=2_000, max_cpu_pressure=0.4)
+    t = AdaptiveThrottle(pressured, 0)
+    assert t.tick(1000, Observation(fast(), 0, busy(t.rate), cpu_pressure=0.29)).reason is Reason.SLOW_START
+    assert t.tick(2000, Observation(fast(), 0, busy(t.rate), cpu_pressure=0.31)).reason is Reason.INCREASE
 
 
 def test_cuts_multiplicatively_on_produce_latency_over_target() -> None:
@@ -178,6 +198,17 @@ def test_p99_is_nearest_rank() -> None:
     assert p99([1.0]) == 1.0
     assert p99([float(i) for i in range(1, 101)]) == 99.0
     assert p99([float(i) for i in range(1, 21)]) == 20.0
+
+
+def test_create_time_latency_trusts_a_stamp_only_between_arrival_and_a_second_before() -> None:
+    assert produce_latency_ms(2.0, None) == 2.0  # no stamp: from arrival
+    assert produce_latency_ms(2.0, 9.5) == 9.5  # 7.5 ms in the producer and the socket before arrival
+    assert produce_latency_ms(2.0, 2.0) == 2.0
+    assert produce_latency_ms(2.0, 1.0) == 2.0  # stamped after arrival: the clocks disagree
+    assert produce_latency_ms(2.0, 1002.0) == 1002.0
+    assert produce_latency_ms(2.0, 1002.5) == 2.0  # over a second before arrival: an event time or a retry
+    with pytest.raises(ValueError, match="LogAppendTime"):
+        AdaptiveSettings(1, 2, 1, 1, latency_from="LogAppendTime")
 
 
 # --- what feeds it: only replicas being added are metered, lag only of in-sync followers --------------

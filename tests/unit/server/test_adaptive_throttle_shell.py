@@ -53,6 +53,10 @@ def test_configs_are_validated() -> None:
     # A share of wall time, as reassignment.copy.max.cpu.pressure: 0 and up (1.0 or more: not judged).
     validate_broker_update({"reassignment.adaptive.max.cpu.pressure": "0.3"}, per_broker=False)
     assert "Value must be at least 0.0" in refused({"reassignment.adaptive.max.cpu.pressure": "-0.1"})
+    validate_broker_update({"reassignment.adaptive.produce.latency.from": "CreateTime"}, per_broker=False)
+    assert refused({"reassignment.adaptive.produce.latency.from": "LogAppendTime"}) == (
+        "Invalid value LogAppendTime for configuration reassignment.adaptive.produce.latency.from: "
+        "String must be one of: ArrivalTime, CreateTime")
     # Against the default ceiling (100 MB/s) when no maximum is given.
     assert "Value must be at most" in refused({"reassignment.adaptive.min.throttled.rate": "200000000"})
 
@@ -61,15 +65,21 @@ def test_settings_from_the_merged_configs() -> None:
     assert adaptive_throttle_settings({}) is None
     assert adaptive_throttle_settings({"reassignment.throttle.mode": "static"}) is None
     assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive"}) == (
-        1_000_000, 100_000_000, 100, 5000, 1.0)
+        1_000_000, 100_000_000, 100, 5000, 1.0, "ArrivalTime")
     # A per-broker minimum above the cluster's maximum is raised no higher than the maximum.
     assert adaptive_throttle_settings({"reassignment.throttle.mode": "ADAPTIVE",
                                        "reassignment.adaptive.min.throttled.rate": "9",
-                                       "reassignment.adaptive.max.throttled.rate": "5"}) == (5, 5, 100, 5000, 1.0)
+                                       "reassignment.adaptive.max.throttled.rate": "5"}) == (
+        5, 5, 100, 5000, 1.0, "ArrivalTime")
     assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive",
                                        "reassignment.adaptive.max.produce.latency.ms": "2.5"})[2] == 2.5
     assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive",
                                        "reassignment.adaptive.max.cpu.pressure": "0.25"})[4] == 0.25
+    # Any case, as the mode; what only a hand-written znode can hold gets the default.
+    assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive",
+                                       "reassignment.adaptive.produce.latency.from": "createtime"})[5] == "CreateTime"
+    assert adaptive_throttle_settings({"reassignment.throttle.mode": "adaptive",
+                                       "reassignment.adaptive.produce.latency.from": "later"})[5] == "ArrivalTime"
 
 
 def manager(tmp_path: Path) -> ReplicaManager:
@@ -126,6 +136,34 @@ def test_adaptive_mode_starts_at_the_static_rate_and_follows_its_decisions(tmp_p
     assert rates(rm) == (5 * MB, 5 * MB) and rm.produce_latencies_ms is None
     rm.set_reassignment_rate(None)
     assert rates(rm) == (None, None)
+
+
+def test_create_time_latency_counts_from_the_producers_stamp(tmp_path: Path) -> None:
+    rm = manager(tmp_path)
+    # ArrivalTime (the default): a stamp 300 ms old changes nothing.
+    rm.set_reassignment_rate(10 * MB, SETTINGS)
+    assert not rm.judges_create_time
+    rm.record_produce_latency(time.perf_counter(), int(time.time() * 1000) - 300)
+    assert rm.produce_latencies_ms is not None and rm.produce_latencies_ms[0] < 100
+    rm.set_reassignment_rate(10 * MB, AdaptiveSettings(MB, 21 * MB, 50, 1_000, latency_from="CreateTime"))
+    assert rm.judges_create_time
+    rm.produce_latencies_ms.clear()
+    now_ms = time.time() * 1000
+    rm.record_produce_latency(time.perf_counter(), int(now_ms) - 300)  # made 300 ms before the answer
+    rm.record_produce_latency(time.perf_counter() - 0.02)  # no stamp: from its arrival, 20 ms ago
+    rm.record_produce_latency(time.perf_counter() - 0.02, int(now_ms) + 5_000)  # stamped after it arrived
+    rm.record_produce_latency(time.perf_counter() - 0.02, int(now_ms) - 60_000)  # an event time, not a send time
+    got = rm.produce_latencies_ms
+    assert 300 <= got[0] < 400, got
+    assert all(20 <= v < 100 for v in got[1:]), got
+    # The tick judges them: over the 50 ms target, the copy running, so a cut.
+    for _ in range(MIN_SAMPLES):
+        rm.record_produce_latency(time.perf_counter(), int(time.time() * 1000) - 300)
+    assert rm.reassignment_leader_limiter is not None
+    rm.reassignment_leader_limiter.record(10 * MB, 0)
+    rm.adaptive_tick()
+    status = rm.reassignment_throttle()
+    assert status.reason is Reason.PRODUCE_LATENCY and status.produce_p99_ms is not None and status.produce_p99_ms >= 300
 
 
 class _Pressure:
