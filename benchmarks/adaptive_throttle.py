@@ -17,7 +17,11 @@ AlterPartitionReassignments request until ListPartitionReassignments no longer l
 the adaptive one the rate in force, its reason and what it judged by on broker 1 and the broker
 being added every half second. For every move, each 2-second slice's copy rate (from the adding
 replica's bytes) and p99 (``slices``). For every phase: the ms per second each broker and the producer's
-process waited for a CPU, and the host's CPU pressure (PSI "some"). The producer runs in a process
+process waited for a CPU, the host's CPU pressure (PSI "some"), and the messages over 25 ms
+(``stalls``: when in the phase, how long). Every move starts 1.5 s after the last, in every phase,
+so the last move's removed replica is deleted between windows. ``--latency-from`` sets
+``reassignment.adaptive.produce.latency.from`` for the no-move and adaptive phases, so the target is
+taken on the scale the adaptive mode judges by. The producer runs in a process
 of its own, so that the benchmark's own work does not delay its delivery reports, and every
 broker's metrics are read every half second in every phase, so that their cost is the same in
 each. Every phase is ``--repeat`` times. One JSON line per measurement, then a summary line against the goal: p99
