@@ -574,16 +574,30 @@ class ChurnWorkload:
         self.history.events.append(f"churn produce {name} #{life.generation}: {len(life.acks) - before} of "
                                    f"{self.RECORDS_PER_STEP} acknowledged in {time.monotonic() - t0:.1f} s")
 
-    def _read_back(self, name: str, partitions: int, timeout_s: float = 30.0) -> dict[int, list[tuple[int, bytes]]]:
+    def _read_back(self, name: str, partitions: int, acknowledged: dict[int, int],
+                   timeout_s: float = 30.0) -> dict[int, list[tuple[int, bytes]]]:
+        """Every partition's records, read again until its high watermark passes the offsets that were
+        acknowledged on it (``acknowledged``: partition -> highest offset) or ``timeout_s`` ends.
+
+        A leader killed before it checkpointed its high watermark (every 5 s) comes back with an older
+        one and, when it is still in the ISR with an unchanged epoch (its session expired together with
+        the controller's, and it registered again before the next controller looked), leads again with
+        that high watermark until its followers fetch once more, as Kafka's does. Records acknowledged
+        above it are there but not yet readable; only those still missing at the deadline are lost.
+        """
         # A topic created moments ago may not be in every broker's metadata yet ("Unknown partition").
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                return consume_raw(self.bootstrap, name, partitions)[0]
+                records, hw = consume_raw(self.bootstrap, name, partitions)
             except KafkaException:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(1)
+                continue
+            if all(hw.get(p, 0) > offset for p, offset in acknowledged.items()) or time.monotonic() > deadline:
+                return records
+            time.sleep(0.5)
 
     def final_state(self, kazoo: KazooClient, timeout_s: float = 60.0) -> tuple[dict[str, ChurnFinal], list[str]]:
         """Wait for pending deletions, then read what is left of every name (brokers still running);
@@ -605,7 +619,12 @@ class ChurnWorkload:
             if exists:
                 data, _stat = kazoo.get(f"/brokers/topics/{name}")
                 assignment = {int(p): tuple(r) for p, r in json.loads(data)["partitions"].items()}
-                raw = self._read_back(name, len(assignment))
+                lives = self.history.churn.get(name) or []
+                acknowledged: dict[int, int] = {}
+                for p, offset, _value in lives[-1].acks if lives else ():
+                    if offset != UNKNOWN_OFFSET:
+                        acknowledged[p] = max(acknowledged.get(p, -1), offset)
+                raw = self._read_back(name, len(assignment), acknowledged)
                 records = {p: [(o, v.decode(errors="replace")) for o, v in rs] for p, rs in raw.items()}
             out[name] = ChurnFinal(exists, leftovers, assignment, records, {})
         return out, problems

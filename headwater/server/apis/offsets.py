@@ -60,24 +60,37 @@ class OffsetApis:
                     epoch = hosted.replica.leader_epoch
                     # Partition.fetchOffsetForTimestamp: a follower resetting its fetch position may read to
                     # the log end, a read_committed consumer to the last stable offset, others to the high watermark.
-                    if req.body.replica_id >= 0:
+                    client = req.body.replica_id == CONSUMER_REPLICA_ID
+                    if not client:
                         fetchable = plog.log_end_offset
                     elif req.version >= 2 and req.body.isolation_level == READ_COMMITTED:
                         fetchable = plog.last_stable_offset
                     else:
                         fetchable = plog.high_watermark
+                    # A leader elected moments ago whose high watermark is still below the start of its
+                    # epoch would answer an end that later moves back: the client is told to ask again.
+                    epoch_start = hosted.replica.leader_epoch_start_offset
+                    lagging = client and epoch_start is not None and epoch_start > plog.high_watermark
                     if p.timestamp == LATEST_TIMESTAMP:
+                        if lagging:
+                            raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE)
                         offset = fetchable
                     elif p.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                         offset = plog.log_start_offset  # without tiered storage the local log is the whole log
                     elif p.timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
                         epoch = -1  # nothing tiered: Kafka's UnifiedLog answers offset -1, epoch -1
-                    elif p.timestamp == MAX_TIMESTAMP:
-                        offset, ts = plog.max_timestamp_offset()
                     else:
-                        found = plog.offset_for_timestamp(p.timestamp)
-                        if found is not None and found[0] < fetchable:
+                        # ReplicaManager.fetchOffset: a record found at or past what may be read is not
+                        # answered (offset -1), or is OFFSET_NOT_AVAILABLE while the high watermark lags.
+                        found: tuple[int, int] | None
+                        if p.timestamp == MAX_TIMESTAMP:
+                            found = plog.max_timestamp_offset()  # (-1, -1) in an empty log
+                        else:
+                            found = plog.offset_for_timestamp(p.timestamp)
+                        if found is not None and 0 <= found[0] < fetchable:
                             offset, ts = found
+                        elif lagging:
+                            raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE)
                 except KafkaError as exc:
                     code = exc.code
                 parts.append(part_cls(partition_index=p.partition_index, error_code=code, old_style_offsets=[],
