@@ -180,6 +180,29 @@ class ProducerWorkload:
         return remaining
 
 
+# An error built from a ListOffsets answer's code does not carry librdkafka's retriable flag.
+RETRIED_END_ERRORS = {KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+                      KafkaError.LEADER_NOT_AVAILABLE}
+
+
+def end_offsets(consumer: Consumer, topic: str, partitions: int, timeout_s: float = 30.0) -> dict[int, int]:
+    """Each partition's end for the consumer's isolation level (ListOffsets LATEST), asked again on a
+    retriable error: a leader elected moments ago answers OFFSET_NOT_AVAILABLE until its high
+    watermark reaches the start of its epoch, and librdkafka hands that error back without retrying."""
+    deadline = time.monotonic() + timeout_s
+    out = {}
+    for p in range(partitions):
+        while True:
+            try:
+                out[p] = int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() not in RETRIED_END_ERRORS or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    return out
+
+
 def consume_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> tuple[
         dict[int, list[tuple[int, int]]], dict[int, int]]:
     """Every message below each partition's high watermark: ({partition: [(offset, seq)]}, {partition: hw})."""
@@ -193,7 +216,7 @@ def consume_raw(bootstrap: str, topic: str, partitions: int, timeout_s: float = 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-checker", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "enable.partition.eof": True, "log_level": 2})
     try:
-        hw = {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]) for p in range(partitions)}
+        hw = end_offsets(consumer, topic, partitions)
         out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         position = dict.fromkeys(range(partitions), 0)
@@ -822,7 +845,7 @@ def read_isolated(bootstrap: str, topic: str, partitions: int, isolation: str, t
                          "isolation.level": isolation, "log_level": 2})
     try:
         # ListOffsets with the consumer's isolation level: the last stable offset for read_committed.
-        end = {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]) for p in range(partitions)}
+        end = end_offsets(consumer, topic, partitions)
         out: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         done: set[int] = set()
@@ -853,7 +876,7 @@ def wait_stable(bootstrap: str, topic: str, partitions: int, timeout_s: float) -
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-lso", "isolation.level": isolation,
                       "log_level": 2})
         try:
-            return {p: int(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]) for p in range(partitions)}
+            return end_offsets(c, topic, partitions)
         finally:
             c.close()
 

@@ -75,9 +75,10 @@ class _Leader:
 
 
 async def _copy(root: Path, pressure: _Pressure, target: float, seconds: float,
-                until_ceiling: bool = False) -> tuple[ReplicaManager, _Leader]:
-    """Copy for ``seconds`` (after the pause first reached MAX_PAUSE_MS, if ``until_ceiling``: the
-    manager's ``ceiling_at`` is then when, within 10 s)."""
+                until_ceiling: bool = False) -> tuple[ReplicaManager, _Leader, float | None]:
+    """Copy for ``seconds`` (after the pause first reached MAX_PAUSE_MS, if ``until_ceiling``).
+    Returns the manager, the fake leader and when the pause reached its ceiling (None if it did not
+    within 10 s, or was not awaited)."""
     logs = LogManager([root / "b3"], LogConfig(), clock_ms=lambda: 1_000_000)
     logs.load()
     manager = ReplicaManager(3, logs, replica_lag_time_max_ms=30_000, replica_fetch_backoff_ms=20,
@@ -90,29 +91,29 @@ async def _copy(root: Path, pressure: _Pressure, target: float, seconds: float,
     state = LeaderAndIsrState(1, 0, (1, 2), 0, (1, 2, 3), adding_replicas=(3,))
     assert manager.become("big", 0, state, topic_id=uuid.UUID(int=1), config=LogConfig(), min_insync_replicas=1,
                           max_message_bytes=1 << 20) == ErrorCode.NONE
-    manager.ceiling_at = None  # type: ignore[attr-defined]
+    ceiling_at: float | None = None
     if until_ceiling:
         deadline = time.monotonic() + 10
         while manager.fetchers.copy_pacer.status().pause_ms < MAX_PAUSE_MS and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         if manager.fetchers.copy_pacer.status().pause_ms >= MAX_PAUSE_MS:
-            manager.ceiling_at = time.monotonic()  # type: ignore[attr-defined]
+            ceiling_at = time.monotonic()
     await asyncio.sleep(seconds)
     await manager.fetchers.stop()
-    return manager, leader
+    return manager, leader, ceiling_at
 
 
 def test_the_copy_pauses_while_pressure_is_over_the_target(tmp_path: Path) -> None:
     async def scenario() -> None:
-        manager, leader = await _copy(tmp_path, _Pressure(0.9), 0.25, 0.5, until_ceiling=True)
+        manager, leader, ceiling_at = await _copy(tmp_path, _Pressure(0.9), 0.25, 0.5, until_ceiling=True)
         try:
             status = manager.fetchers.copy_pacer.status()
             assert status.pressure is not None and status.pressure > 0.25
             assert status.pause_ms == MAX_PAUSE_MS  # doubled every window until the ceiling
             # Once the pause reached its ceiling (~7 windows; later on a loaded machine, so the test
             # waits for it), fetches came at most one per pause.
-            assert manager.ceiling_at is not None
-            late = [t for t in leader.times if t >= manager.ceiling_at]
+            assert ceiling_at is not None
+            late = [t for t in leader.times if t >= ceiling_at]
             assert len(late) >= 3
             gaps = [b - a for a, b in itertools.pairwise(late)]
             assert min(gaps) >= MAX_PAUSE_MS / 1000 * 0.9, gaps
@@ -126,7 +127,7 @@ def test_the_copy_pauses_while_pressure_is_over_the_target(tmp_path: Path) -> No
 
 def test_under_the_target_the_copy_never_pauses(tmp_path: Path) -> None:
     async def scenario() -> None:
-        manager, leader = await _copy(tmp_path, _Pressure(0.1), 0.25, 0.5)
+        manager, leader, _ = await _copy(tmp_path, _Pressure(0.1), 0.25, 0.5)
         try:
             status = manager.fetchers.copy_pacer.status()
             assert status.pause_ms == 0.0 and status.pressure is not None and status.pressure < 0.25
@@ -140,7 +141,7 @@ def test_under_the_target_the_copy_never_pauses(tmp_path: Path) -> None:
 def test_a_target_of_one_reads_no_pressure(tmp_path: Path) -> None:
     async def scenario() -> None:
         pressure = _Pressure(1.0)
-        manager, leader = await _copy(tmp_path, pressure, 1.0, 0.3)
+        manager, leader, _ = await _copy(tmp_path, pressure, 1.0, 0.3)
         try:
             assert len(leader.times) > 1
             assert pressure.reads == 0
