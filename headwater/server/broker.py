@@ -95,6 +95,7 @@ class Broker:
             replica_fetch_backoff_ms=int(config.props.get("replica.fetch.backoff.ms", 1000)),
             wake=self._fetch.wake,
             wake_readers=self._fetch.wake_readers,
+            wake_replica=self._fetch.wake_replica,
             broker_address=self.broker_address,
             controller_id=lambda: self.image.controller_id,
             broker_epoch=lambda: self.authority.broker_epoch,

@@ -98,6 +98,7 @@ class ReplicaManager:
         replica_fetch_backoff_ms: int,
         wake: Callable[[str, int], None],
         wake_readers: Callable[[str, int], None] | None = None,
+        wake_replica: Callable[[str, int, int], None] | None = None,
         broker_address: Callable[[int], tuple[str, int] | None],
         controller_id: Callable[[], int],
         broker_epoch: Callable[[], int],
@@ -111,6 +112,8 @@ class ReplicaManager:
         # A new high watermark concerns consumers only: a follower's fetch waits for records, as
         # Kafka's DelayedFetch does, so it is not answered (and sent again) once per produce for it.
         self._wake_readers = wake_readers or wake
+        # A throttle's debt paid: only the throttled follower's fetch has a different answer.
+        self._wake_replica = wake_replica or (lambda topic, partition, _replica: wake(topic, partition))
         self._broker_address = broker_address
         self._controller_id = controller_id
         self._broker_epoch = broker_epoch
@@ -141,7 +144,7 @@ class ReplicaManager:
         self.reassignment_follower_limiter: ByteRateLimiter | None = None
         self._throttled: dict[str, tuple[ThrottledPartitions, ThrottledPartitions]] = {}
         # A follower fetch the leader held back waits for data; it is woken when the debt is paid.
-        self._throttle_wakeups: dict[tuple[str, int], asyncio.TimerHandle] = {}
+        self._throttle_wakeups: dict[tuple[str, int, int], asyncio.TimerHandle] = {}
         self._move_rates = RateTracker()
         # The adaptive reassignment throttle (reassignment.throttle.mode=adaptive), when on: it sets
         # the reassignment limiters' rate every tick from the acks=all produce latencies the produce
@@ -304,7 +307,7 @@ class ReplicaManager:
             return False
         # The follower's fetch now waits for data up to its max wait (500 ms); without this wake-up
         # it would sleep past the moment the budget allows more, and the copy would fall behind.
-        self._wake_after(topic, partition, delay_ms(limiters, now))
+        self._wake_after(topic, partition, replica_id, delay_ms(limiters, now))
         return True
 
     def leader_read_limit(self, topic: str, partition: int, in_sync: bool, replica_id: int, limit: int) -> int:
@@ -328,14 +331,14 @@ class ReplicaManager:
     def record_leader_bytes(self, topic: str, partition: int, in_sync: bool, size_bytes: int, replica_id: int = -1) -> None:
         record_all(self._leader_limiters(topic, partition, in_sync, replica_id), size_bytes, now_ms())
 
-    def _wake_after(self, topic: str, partition: int, wait_ms: int) -> None:
-        key = (topic, partition)
+    def _wake_after(self, topic: str, partition: int, replica_id: int, wait_ms: int) -> None:
+        key = (topic, partition, replica_id)
         if key in self._throttle_wakeups:
             return
 
         def fire() -> None:
             self._throttle_wakeups.pop(key, None)
-            self._wake(topic, partition)
+            self._wake_replica(topic, partition, replica_id)
 
         self._throttle_wakeups[key] = asyncio.get_running_loop().call_later(max(wait_ms, 1) / 1000, fire)
 

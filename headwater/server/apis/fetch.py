@@ -36,6 +36,7 @@ class FetchApis:
         # watermark alone does not answer.
         self._waiters: dict[tuple[str, int], list[asyncio.Future[bool]]] = {}
         self._follower_waiters: dict[tuple[str, int], list[asyncio.Future[bool]]] = {}
+        self._waiting_replica: dict[asyncio.Future[bool], int] = {}  # follower waits: whose fetch
         # Followers' waits during which a high watermark moved: read again when they end, so the
         # follower learns it then, as Kafka's expired DelayedFetch reads the log at its end.
         self._hw_moved: set[asyncio.Future[bool]] = set()
@@ -51,6 +52,15 @@ class FetchApis:
         """Something changed that a fetch waiting on this partition would answer differently."""
         _resolve(self._waiters.pop((topic, partition), None))
         _resolve(self._follower_waiters.pop((topic, partition), None))
+
+    def wake_replica(self, topic: str, partition: int, replica_id: int) -> None:
+        """Only ``replica_id``'s fetch waiting on this partition: a throttle's debt is paid, which
+        changes the answer of the throttled follower and no other. Waking the partition's in-sync
+        followers too would answer each with nothing and cost a round trip, during which an acks=all
+        produce for another partition of their session would wait for their next fetch."""
+        for fut in self._follower_waiters.get((topic, partition), ()):
+            if self._waiting_replica.get(fut) == replica_id:
+                _settle(fut, True)
 
     def wake_readers(self, topic: str, partition: int) -> None:
         """The high watermark moved: consumers' fetches may read further. A follower's fetch waits
@@ -92,7 +102,7 @@ class FetchApis:
         topics, total = self._read_fetch(req, refused, wanted)
         if total < body.min_bytes and body.max_wait_ms > 0 and not any(
             p.error_code or p.diverging_epoch or p.preferred_read_replica >= 0 for t in topics for p in t.partitions
-        ) and await self._wait_for_data(topics, body.max_wait_ms / 1000.0, _replica_id(req) >= 0):
+        ) and await self._wait_for_data(topics, body.max_wait_ms / 1000.0, _replica_id(req)):
             topics, _total = self._read_fetch(req, refused, wanted, after_wait=True)
         return topics
 
@@ -139,15 +149,19 @@ class FetchApis:
         current.answered_with_records((t.name, p.partition) for t in answered for p in t.partitions if p.records)
         return ErrorCode.NONE, current.id, answered
 
-    async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float, follower: bool) -> bool:
+    async def _wait_for_data(self, topics: list[FetchTopicData], timeout_s: float, replica_id: int) -> bool:
         """Until a partition of ``topics`` is woken or ``timeout_s`` passes: whether the fetch must
-        be read again (woken, or a follower's partition had a new high watermark meanwhile)."""
+        be read again (woken, or a follower's partition had a new high watermark meanwhile).
+        ``replica_id``: the follower's, or -1 for a consumer."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
         keys = [(t.name, p.partition) for t in topics for p in t.partitions]
+        follower = replica_id >= 0
         waiters = self._follower_waiters if follower else self._waiters
         for key in keys:
             waiters.setdefault(key, []).append(fut)
+        if follower:
+            self._waiting_replica[fut] = replica_id
         # A timer on the future itself: asyncio.wait_for would add a task's worth of futures and
         # callbacks to every follower fetch that waits.
         timer = loop.call_later(timeout_s, _settle, fut, False)
@@ -163,6 +177,7 @@ class FetchApis:
                         del waiters[key]
             moved = fut in self._hw_moved
             self._hw_moved.discard(fut)
+            self._waiting_replica.pop(fut, None)
         return woken or moved
 
     def _fetch_refused(self, req: Request) -> set[str]:
