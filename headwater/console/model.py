@@ -47,6 +47,7 @@ REASONS = {
     "produce_latency": "cut: produce p99 over its target",
     "follower_lag": "cut: follower lag over its target",
     "cpu_pressure": "cut: the host's CPU pressure over its target",
+    "near_target": "holding: a signal 3/4 of the way to its target",
     "not_limiting": "holding: the copy does not use the rate",
     "no_samples": "holding: too few produces to judge",
 }

@@ -27,13 +27,20 @@ The rule (AIMD; docs/replication.md says why), first match wins:
 5. Too few produces to judge a p99 (``MIN_SAMPLES``, gathered over at most ``MAX_WINDOW_MS``) on a
    broker that leads in-sync followers: hold (``NO_SAMPLES``): there is something to protect but no
    traffic to judge by.
-6. Otherwise raise the rate: every signal is under its target, or the broker has nothing to
-   protect at all (no acks=all produce, no in-sync follower: a new, empty broker, the usual target
-   of a move, must not hold the copy at the start rate; the brokers at the other end of each copy
-   judge it by their own signals). Until the first cut the rate doubles (``SLOW_START``, TCP's slow
-   start, RFC 5681: from the floor to the knee in a few ticks, not STEPS of them), unless a signal
-   is past ``SLOW_START_EXIT`` of its target, which ends the slow start; after it, the rate rises
-   by ``(max_rate - min_rate) / STEPS`` (``INCREASE``).
+6. A signal past ``NEAR_TARGET`` of the way to its target: hold (``NEAR_TARGET``), and the slow
+   start is over. The knee is near: a step past it would be paid for by the producers before the
+   next tick cuts it back (TCP Vegas's band, LEDBAT's target: stop probing once the delay rises,
+   rather than probing until loss). The way to the produce target starts at the p99 this broker
+   sees without a copy (the median of the last ``BASE_TICKS`` ticks that charged nothing, once
+   there are ``MIN_BASE_TICKS``; 0 before): a copy can only add to what the producers pay anyway,
+   and a mark inside the copy-free noise would hold the rate on noise. The lag and the CPU
+   pressure are measured from 0.
+7. Otherwise raise the rate: every signal is under that mark, or the broker has
+   nothing to protect at all (no acks=all produce, no in-sync follower: a new, empty broker, the
+   usual target of a move, must not hold the copy at the start rate; the brokers at the other end
+   of each copy judge it by their own signals). Until the first cut or hold the rate doubles
+   (``SLOW_START``, TCP's slow start, RFC 5681: from the floor to the knee in a few ticks, not
+   STEPS of them); after it, the rate rises by ``(max_rate - min_rate) / STEPS`` (``INCREASE``).
 The rate always stays within ``[min_rate, max_rate]``.
 
 Only replicas being added are metered by these limiters (``throttle.limiters_for``), so an in-sync
@@ -44,6 +51,8 @@ from __future__ import annotations
 
 import enum
 import math
+import statistics
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,10 +65,15 @@ FROM_CREATE_TIME = "CreateTime"
 LATENCY_FROM = (FROM_ARRIVAL, FROM_CREATE_TIME)
 
 SLOW_START_FACTOR = 2.0  # the rate's growth per good tick until the first cut
-# A signal past this share of its target ends the slow start without a cut (as HyStart ends TCP's
-# on rising delay): the knee is near, and doubling past it would overshoot by up to twice the rate.
-SLOW_START_EXIT = 0.75
+# A signal past this share of the way to its target holds the rate, and ends the slow start without a cut
+# (as HyStart ends TCP's on rising delay): the knee is near, and doubling past it would overshoot
+# by up to twice the rate.
+NEAR_TARGET = 0.75
 DECREASE = 0.7  # multiplicative decrease (CUBIC's beta): halving left a quarter of the rate unused on average
+# The produce p99 without a copy: the median of the last BASE_TICKS judged ticks that charged nothing,
+# once there are MIN_BASE_TICKS (as LEDBAT keeps a base delay, and HyStart a minimum RTT).
+BASE_TICKS = 60
+MIN_BASE_TICKS = 5
 STEPS = 20  # additive increase: from the floor to the ceiling in this many good ticks
 LIMITING_SHARE = 0.5  # the copy used at least this share of the rate since the last tick
 MIN_SAMPLES = 20  # produces needed for a p99 (the nearest-rank p99 of 20 is their maximum)
@@ -79,6 +93,7 @@ class Reason(enum.Enum):
     PRODUCE_LATENCY = "produce_latency"
     FOLLOWER_LAG = "follower_lag"
     CPU_PRESSURE = "cpu_pressure"
+    NEAR_TARGET = "near_target"
     NOT_LIMITING = "not_limiting"
     NO_SAMPLES = "no_samples"
 
@@ -163,7 +178,8 @@ class AdaptiveThrottle:
         self._last_tick_ms = now_ms
         self._pending: list[float] = []
         self._pending_since_ms = now_ms
-        self._slow_start = True  # until the first cut
+        self._slow_start = True  # until the first cut or hold
+        self._base: deque[float] = deque(maxlen=BASE_TICKS)  # produce p99s of ticks that charged nothing
         self.last = Decision(int(self._rate), Reason.START, None, None)
 
     @property
@@ -190,11 +206,18 @@ class AdaptiveThrottle:
         self._pending = []
         return value
 
+    def base_latency_ms(self) -> float:
+        """The produce p99 this broker sees without a copy (0: not known yet), capped at the target."""
+        if len(self._base) < MIN_BASE_TICKS:
+            return 0.0
+        return min(statistics.median(self._base), self.settings.max_produce_latency_ms)
+
     def _near_target(self, latency: float | None, lag: int | None, pressure: float | None) -> bool:
         s = self.settings
-        return ((latency is not None and latency > SLOW_START_EXIT * s.max_produce_latency_ms)
-                or (lag is not None and lag > SLOW_START_EXIT * s.max_follower_lag_ms)
-                or (pressure is not None and pressure > SLOW_START_EXIT * s.max_cpu_pressure))
+        base = self.base_latency_ms()
+        return ((latency is not None and latency > base + NEAR_TARGET * (s.max_produce_latency_ms - base))
+                or (lag is not None and lag > NEAR_TARGET * s.max_follower_lag_ms)
+                or (pressure is not None and pressure > NEAR_TARGET * s.max_cpu_pressure))
 
     def tick(self, now_ms: int, obs: Observation) -> Decision:
         s = self.settings
@@ -205,6 +228,8 @@ class AdaptiveThrottle:
         pressure = obs.cpu_pressure if s.max_cpu_pressure < 1.0 else None
         if obs.copied_bytes == 0:
             reason = Reason.NOT_LIMITING
+            if latency is not None:
+                self._base.append(latency)
         elif lag is not None and lag > s.max_follower_lag_ms:
             reason = Reason.FOLLOWER_LAG
         elif latency is not None and latency > s.max_produce_latency_ms:
@@ -215,7 +240,9 @@ class AdaptiveThrottle:
             reason = Reason.NOT_LIMITING
         elif latency is None and lag is not None:
             reason = Reason.NO_SAMPLES
-        elif self._slow_start and not self._near_target(latency, lag, pressure):
+        elif self._near_target(latency, lag, pressure):
+            reason = Reason.NEAR_TARGET
+        elif self._slow_start:
             reason = Reason.SLOW_START
         else:
             reason = Reason.INCREASE
@@ -226,6 +253,7 @@ class AdaptiveThrottle:
             self._rate = s.clamp(max(self._rate * SLOW_START_FACTOR, self._rate + s.step))
         elif reason is Reason.INCREASE:
             self._rate = s.clamp(self._rate + s.step)
+        elif reason is Reason.NEAR_TARGET:
             self._slow_start = False
         self.last = Decision(int(self._rate), reason, latency, lag, pressure)
         return self.last

@@ -8,8 +8,10 @@ from _replication_model import ModelLog
 
 from headwater.protocol.errors import ErrorCode
 from headwater.replication.adaptive_throttle import (
+    BASE_TICKS,
     DECREASE,
     MAX_WINDOW_MS,
+    MIN_BASE_TICKS,
     MIN_SAMPLES,
     AdaptiveSettings,
     AdaptiveThrottle,
@@ -66,23 +68,56 @@ def test_doubles_until_the_first_cut_then_raises_additively() -> None:
         assert d.reason is Reason.INCREASE and d.rate == int(before + STEP)
 
 
-def test_a_signal_near_its_target_ends_the_slow_start_without_a_cut() -> None:
-    # HyStart's rule for TCP: a rising signal means the knee is near, so climb by steps from here.
+def test_a_signal_near_its_target_holds_the_rate_and_ends_the_slow_start() -> None:
+    # HyStart's rule for TCP: a rising signal means the knee is near, so climb by steps from here;
+    # and while a signal stays in the band under its target, the rate holds (Vegas, LEDBAT).
     t = AdaptiveThrottle(SETTINGS, 0)
     d = t.tick(1000, Observation(fast(ms=37), follower_lag_ms=0, copied_bytes=busy(t.rate)))
     assert d.reason is Reason.SLOW_START and d.rate == 2 * MB  # 37 ms: under 3/4 of the 50 ms target
     d = t.tick(2000, Observation(fast(ms=38), follower_lag_ms=0, copied_bytes=busy(t.rate)))
-    assert d.reason is Reason.INCREASE and d.rate == int(2 * MB + STEP)
-    d = t.tick(3000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
-    assert d.reason is Reason.INCREASE, "the slow start is over for good"
-    # The follower lag and the CPU pressure end it the same way.
+    assert d.reason is Reason.NEAR_TARGET and d.rate == 2 * MB and d.produce_p99_ms == 38
+    d = t.tick(3000, Observation(fast(ms=50), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.NEAR_TARGET and d.rate == 2 * MB, "at the target is not over it"
+    d = t.tick(4000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.INCREASE and d.rate == int(2 * MB + STEP), "the slow start is over for good"
+    # The follower lag and the CPU pressure hold it the same way.
     t = AdaptiveThrottle(SETTINGS, 0)
-    assert t.tick(1000, Observation(fast(), follower_lag_ms=1_600, copied_bytes=busy(t.rate))).reason is Reason.INCREASE
+    d = t.tick(1000, Observation(fast(), follower_lag_ms=1_600, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.NEAR_TARGET and d.rate == 1 * MB
+    assert t.tick(2000, Observation(fast(), 0, busy(t.rate))).reason is Reason.INCREASE
     pressured = AdaptiveSettings(min_rate=1 * MB, max_rate=21 * MB, max_produce_latency_ms=50,
                                  max_follower_lag_ms=2_000, max_cpu_pressure=0.4)
     t = AdaptiveThrottle(pressured, 0)
     assert t.tick(1000, Observation(fast(), 0, busy(t.rate), cpu_pressure=0.29)).reason is Reason.SLOW_START
-    assert t.tick(2000, Observation(fast(), 0, busy(t.rate), cpu_pressure=0.31)).reason is Reason.INCREASE
+    assert t.tick(2000, Observation(fast(), 0, busy(t.rate), cpu_pressure=0.31)).reason is Reason.NEAR_TARGET
+    assert t.tick(3000, Observation(fast(), 0, busy(t.rate), cpu_pressure=0.1)).reason is Reason.INCREASE
+
+
+def test_near_the_target_is_measured_from_the_p99_without_a_copy() -> None:
+    # The copy can only add to what the producers pay without it: with a 30 ms p99 and no copy,
+    # "near" a 50 ms target starts at 30 + 3/4 of the 20 ms left, not at 3/4 of 50.
+    t = AdaptiveThrottle(SETTINGS, 0)
+    for i in range(1, MIN_BASE_TICKS):
+        t.tick(i * 1000, Observation(fast(ms=30), follower_lag_ms=0, copied_bytes=0))
+    assert t.base_latency_ms() == 0.0, "too few copy-free ticks to know"
+    t.tick(MIN_BASE_TICKS * 1000, Observation(fast(ms=30), follower_lag_ms=0, copied_bytes=0))
+    assert t.base_latency_ms() == 30.0
+    now = MIN_BASE_TICKS * 1000
+    d = t.tick(now + 1000, Observation(fast(ms=44), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.SLOW_START and d.rate == 2 * MB
+    d = t.tick(now + 2000, Observation(fast(ms=46), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.NEAR_TARGET and d.rate == 2 * MB
+    # Ticks with a copy do not move the base; the last BASE_TICKS copy-free ticks do.
+    assert t.base_latency_ms() == 30.0
+    for i in range(BASE_TICKS):
+        t.tick(now + 3000 + i * 1000, Observation(fast(ms=10), follower_lag_ms=0, copied_bytes=0))
+    assert t.base_latency_ms() == 10.0
+    # A base over the target is capped at it: then only a cut is left, no band.
+    for i in range(BASE_TICKS):
+        t.tick(now + 100_000 + i * 1000, Observation(fast(ms=80), follower_lag_ms=0, copied_bytes=0))
+    assert t.base_latency_ms() == 50.0
+    d = t.tick(now + 100_000 + BASE_TICKS * 1000, Observation(fast(ms=50), follower_lag_ms=0, copied_bytes=busy(t.rate)))
+    assert d.reason is Reason.INCREASE
 
 
 def test_cuts_multiplicatively_on_produce_latency_over_target() -> None:
@@ -109,8 +144,9 @@ def test_cuts_on_follower_lag_over_target() -> None:
     d = t.tick(2000, Observation((), follower_lag_ms=5_000, copied_bytes=busy(t.rate)))
     assert d.reason is Reason.FOLLOWER_LAG and d.follower_lag_ms == 5_000
     # At the target is not over it.
+    before = t.rate
     d = t.tick(3000, Observation(fast(), follower_lag_ms=2_000, copied_bytes=busy(t.rate)))
-    assert d.reason is Reason.INCREASE
+    assert d.reason is Reason.NEAR_TARGET and d.rate == before
 
 
 def test_cuts_on_cpu_pressure_over_target_only_when_asked_to() -> None:
@@ -125,6 +161,8 @@ def test_cuts_on_cpu_pressure_over_target_only_when_asked_to() -> None:
     # At the target is not over it; unknown pressure (no PSI) is not a cut.
     before = t.rate
     d = t.tick(3000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate), cpu_pressure=0.3))
+    assert d.reason is Reason.NEAR_TARGET and d.rate == before
+    d = t.tick(3500, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate, 0.5), cpu_pressure=0.2))
     assert d.reason is Reason.INCREASE and d.rate == int(before + settings.step)
     d = t.tick(4000, Observation(fast(), follower_lag_ms=0, copied_bytes=busy(t.rate), cpu_pressure=None))
     assert d.reason is Reason.INCREASE and d.cpu_pressure is None
