@@ -7,28 +7,31 @@ partition, leader 1, ``--move-mib`` MiB) moves between {1,2,3} and {1,2,4} and b
 staying, so each move copies the whole partition from broker 1 to the broker being added. A
 message's latency is librdkafka's, from produce() to the broker's answer (``Message.latency()``).
 
-Phases, one after the other in one run: ``no_move`` (``--baseline-s`` seconds), ``unthrottled``,
-``static`` at each of ``--static-mb`` (``reassignment.throttled.rate`` at the cluster default),
-then ``adaptive`` (``reassignment.throttle.mode=adaptive``, floor ``--floor-mb``, ceiling
-``--ceiling-mb``, and a produce target of ``--target-factor`` x the 90th percentile of broker 1's
-per-second p99 of acks=all produces during ``no_move``, read from its metrics). For each move: the p50/p99 of the
+Phases, one after the other, and all of them once in each of ``--repeat`` rounds: ``no_move``
+(``--baseline-s`` seconds), ``unthrottled``, ``static`` at each of ``--static-mb``
+(``reassignment.throttled.rate`` at the cluster default), then ``adaptive``
+(``reassignment.throttle.mode=adaptive``, floor ``--floor-mb``, ceiling ``--ceiling-mb``, and a
+produce target of ``--target-factor`` x the 90th percentile of broker 1's per-second p99 of acks=all
+produces during the first ``no_move``, read from its metrics). A disturbance of a minute or two then
+lands in one round, and the summary's medians over the rounds leave it out. For each move: the p50/p99 of the
 messages sent while it ran, the copy rate (the partition's bytes over the move's time, from the
 AlterPartitionReassignments request until ListPartitionReassignments no longer lists it), and for
 the adaptive one the rate in force, its reason and what it judged by on broker 1 and the broker
 being added every half second. For every move, each 2-second slice's copy rate (from the adding
-replica's bytes) and p99 (``slices``). For every phase: the ms per second each broker and the producer's
-process waited for a CPU, the host's CPU pressure (PSI "some"), and the messages over 25 ms
-(``stalls``: when in the phase, how long). Every move starts 1.5 s after the last, in every phase,
+replica's bytes) and p99 (``slices``). For every phase: the CPU each broker and the producer's process used
+(``cores``) and the ms per second each waited for a CPU, the host's CPU pressure (PSI "some"), and the messages over 25 ms
+(``stalls``: when in the phase, how long), and the CPU time the hypervisor gave to other guests
+(``steal_ms_per_s``: on a shared host, load that no process here shows). Every move starts 1.5 s after the last, in every phase,
 so the last move's removed replica is deleted between windows. ``--latency-from`` sets
 ``reassignment.adaptive.produce.latency.from`` for the no-move and adaptive phases, so the target is
 taken on the scale the adaptive mode judges by. The producer runs in a process
 of its own, so that the benchmark's own work does not delay its delivery reports, and every
 broker's metrics are read every half second in every phase, so that their cost is the same in
-each. Every phase is ``--repeat`` times. One JSON line per measurement, then a summary line against the goal: p99
+each. One JSON line per measurement, then a summary line against the goal: p99
 during the adaptive move at most 1.2x the no-move p99, copying at least 0.8x the rate of the
 fastest static throttle that meets the same p99.
 
-    .venv/bin/python benchmarks/adaptive_throttle.py [--move-mib 512] [--static-mb 10,20,40,80]
+    .venv/bin/python benchmarks/adaptive_throttle.py [--move-mib 512] [--static-mb 10,20,40,80] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -86,6 +89,28 @@ def runqueue_wait_ns(pid: int) -> int:
     return total
 
 
+def cpu_ticks(pid: int) -> int:
+    """User and system CPU time of ``pid`` and its threads, in USER_HZ ticks (/proc/PID/stat)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    return 0
+
+
+def steal_ticks() -> int | None:
+    """The host's CPU time stolen from this virtual machine by its hypervisor, in USER_HZ ticks
+    (/proc/stat's "cpu" line, eighth value; None where unknown)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+        return int(fields[8]) if fields[0] == b"cpu" and len(fields) > 8 else None
+    except (OSError, ValueError):
+        return None
+
+
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
 class RunQueueSampler(threading.Thread):
     """Every half second, how long each process has waited for a CPU, so that a phase can be given
     its ms of run-queue wait per second: the CPU contention a copy adds, which the brokers'
@@ -96,6 +121,8 @@ class RunQueueSampler(threading.Thread):
         self.pids = pids
         self.samples: list[tuple[float, dict[str, int]]] = []
         self.psi: list[tuple[float, int]] = []  # the host's PSI CPU "some" total, µs
+        self.steal: list[tuple[float, int]] = []  # steal_ticks()
+        self.cpu: list[tuple[float, dict[str, int]]] = []  # cpu_ticks() of each process
         self._pressure = CpuPressure()
         self._halt = threading.Event()
 
@@ -103,8 +130,11 @@ class RunQueueSampler(threading.Thread):
         while not self._halt.wait(0.5):
             now = time.monotonic()
             self.samples.append((now, {name: runqueue_wait_ns(pid) for name, pid in self.pids.items()}))
+            self.cpu.append((now, {name: cpu_ticks(pid) for name, pid in self.pids.items()}))
             if (waited := self._pressure.waited_us()) is not None:
                 self.psi.append((now, waited))
+            if (stolen := steal_ticks()) is not None:
+                self.steal.append((now, stolen))
 
     def cpu_pressure(self, t0: float, t1: float) -> float | None:
         """The share of [t0, t1] in which some task on the host waited for a CPU (None: no PSI)."""
@@ -113,6 +143,23 @@ class RunQueueSampler(threading.Thread):
             return None
         share = pressure_share((inside[0][0] * 1000, inside[0][1]), (inside[-1][0] * 1000, inside[-1][1]))
         return None if share is None else round(share, 3)
+
+    def steal_ms_per_s(self, t0: float, t1: float) -> float | None:
+        """CPU ms per second the hypervisor gave to others during [t0, t1], over all of the VM's CPUs:
+        a neighbour's load that no process here can see (None: not known)."""
+        inside = [(t, n) for t, n in list(self.steal) if t0 <= t <= t1]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        return round((inside[-1][1] - inside[0][1]) * 1000 / TICKS_PER_S / (inside[-1][0] - inside[0][0]), 1)
+
+    def cores(self, t0: float, t1: float) -> dict[str, float]:
+        """The CPU each process used during [t0, t1], in cores (the producer's includes librdkafka's
+        spin, docs/performance.md)."""
+        inside = [(t, c) for t, c in list(self.cpu) if t0 <= t <= t1]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return {}
+        (ta, ca), (tb, cb) = inside[0], inside[-1]
+        return {name: round((cb[name] - ca[name]) / TICKS_PER_S / (tb - ta), 2) for name in self.pids}
 
     def ms_per_s(self, t0: float, t1: float) -> dict[str, float]:
         inside = [(t, w) for t, w in list(self.samples) if t0 <= t <= t1]
@@ -424,8 +471,9 @@ def main() -> None:
                        "p99_ms": round(percentile(lat, 0.99), 2),
                        "slice_p99_median_ms": load.slice_p99_median(t0, t1) if load is not None else None,
                        "copy_mb_per_s": None if copy is None else round(copy / 1e6, 2),
-                       "runqueue_wait_ms_per_s": sampler.ms_per_s(t0, t1),
-                       "cpu_pressure": sampler.cpu_pressure(t0, t1), **extra,
+                       "runqueue_wait_ms_per_s": sampler.ms_per_s(t0, t1), "cores": sampler.cores(t0, t1),
+                       "cpu_pressure": sampler.cpu_pressure(t0, t1),
+                       "steal_ms_per_s": sampler.steal_ms_per_s(t0, t1), **extra,
                        # Messages over STALL_MS: (seconds into the phase, ms), so a stall can be
                        # matched with what a broker did then.
                        "stalls": [(round(sent - t0, 2), round(v, 1)) for sent, v in list(load.samples)
@@ -435,42 +483,52 @@ def main() -> None:
                 return row
 
             # The brokers' own p99 during no_move (the adaptive mode, with no move, reports it every tick).
-            set_defaults(cluster, {"reassignment.throttle.mode": "adaptive",
-                                   "reassignment.adaptive.produce.latency.from": args.latency_from})
+            no_move_settings = {"reassignment.throttle.mode": "adaptive",
+                                "reassignment.adaptive.produce.latency.from": args.latency_from}
             broker_p99: list[float] = []
-            for _ in range(args.repeat):
+
+            def no_move() -> None:
+                set_defaults(cluster, no_move_settings)
+                time.sleep(SETTLE_S)
                 t0 = time.monotonic()
                 time.sleep(args.baseline_s)
                 t1 = time.monotonic()
                 # Each tick's p99 once: the metrics show the last tick's for a second, read twice.
                 seen_p99 = [th.produce_p99_ms for _t, found in watcher.between(t0, t1)
                             if (th := found.get(1)) is not None and th.produce_p99_ms > 0]
-                broker_p99 += [v for i, v in enumerate(seen_p99) if i == 0 or v != seen_p99[i - 1]]
+                broker_p99.extend(v for i, v in enumerate(seen_p99) if i == 0 or v != seen_p99[i - 1])
                 record("no_move", t0, t1)
-            set_defaults(cluster, {"reassignment.throttle.mode": None})
-            for _ in range(args.repeat):
+
+            # The target an operator would pick from a dashboard of the brokers' per-second p99: what it
+            # stays under 9 seconds in 10 without a move, plus the headroom the goal allows. Taken from
+            # the first no-move window, so that every adaptive move runs to the same target.
+            no_move()
+            target_ms = round(max(0.1, args.target_factor * percentile(broker_p99, 0.9)), 2) if broker_p99 else 100.0
+            calibration_p99 = round(percentile(broker_p99, 0.9), 2) if broker_p99 else None
+            adaptive_settings = {**no_move_settings,
+                                 "reassignment.adaptive.min.throttled.rate": str(int(args.floor_mb * 1e6)),
+                                 "reassignment.adaptive.max.throttled.rate": str(int(args.ceiling_mb * 1e6)),
+                                 "reassignment.adaptive.max.produce.latency.ms": str(target_ms),
+                                 "reassignment.adaptive.max.cpu.pressure": None if args.adaptive_max_cpu_pressure is None
+                                 else str(args.adaptive_max_cpu_pressure)}
+            # Every repeat runs every phase in turn, so that a disturbance of a minute or two (another
+            # guest on the host, a slow stretch of the machine) lands in one repeat's phases, not in
+            # every window of one phase; the summary takes each phase's median over the repeats.
+            for repeat in range(args.repeat):
+                if repeat:
+                    no_move()
+                set_defaults(cluster, {"reassignment.throttle.mode": None})
                 t0, t1, copy = mover.move()
                 record("unthrottled", t0, t1, None, copy, slices=load.slices(t0, t1, mover.copied))
                 for mb in static_rates:
                     set_defaults(cluster, {"reassignment.throttled.rate": str(int(mb * 1e6))})
                     t0, t1, copy = mover.move()
                     record("static", t0, t1, mb, copy, slices=load.slices(t0, t1, mover.copied))
-                set_defaults(cluster, {"reassignment.throttled.rate": None})
-            # The target an operator would pick from a dashboard of the brokers' per-second p99: what it
-            # stays under 9 seconds in 10 without a move, plus the headroom the goal allows.
-            target_ms = round(max(0.1, args.target_factor * percentile(broker_p99, 0.9)), 2) if broker_p99 else 100.0
-            set_defaults(cluster, {"reassignment.throttle.mode": "adaptive",
-                                 "reassignment.adaptive.min.throttled.rate": str(int(args.floor_mb * 1e6)),
-                                 "reassignment.adaptive.max.throttled.rate": str(int(args.ceiling_mb * 1e6)),
-                                 "reassignment.adaptive.max.produce.latency.ms": str(target_ms),
-                                 "reassignment.adaptive.max.cpu.pressure": None if args.adaptive_max_cpu_pressure is None
-                                 else str(args.adaptive_max_cpu_pressure)})
-            for _ in range(args.repeat):
+                set_defaults(cluster, {"reassignment.throttled.rate": None, **adaptive_settings})
                 t0, t1, copy = mover.move()
                 seen = watcher.trace(t0, t1, (1, mover.adding))
                 rates = [s["b1"][0] for s in seen if "b1" in s]
-                record("adaptive", t0, t1, None, copy, target_ms=target_ms,
-                       broker_p99_no_move_ms=round(percentile(broker_p99, 0.9), 2) if broker_p99 else None,
+                record("adaptive", t0, t1, None, copy, target_ms=target_ms, broker_p99_no_move_ms=calibration_p99,
                        leader_rate_mb_min=min(rates, default=None), leader_rate_mb_max=max(rates, default=None),
                        leader_rate_mb_mean=round(statistics.mean(rates), 2) if rates else None, trace=seen,
                        slices=load.slices(t0, t1, mover.copied))
