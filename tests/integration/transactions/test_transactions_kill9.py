@@ -102,11 +102,22 @@ class TransformLoop:
                     raise
                 self.errors["commit retried"] += 1  # librdkafka: call commit_transaction again
 
+    def _abort(self) -> None:
+        while True:
+            try:
+                self.producer.abort_transaction(60)
+                return
+            except KafkaException as exc:
+                # librdkafka: an abort that timed out is still under way; call abort_transaction again.
+                if not exc.args[0].retriable():
+                    raise
+                self.errors["abort retried"] += 1
+
     def _recover(self, exc: KafkaException) -> None:
         err = exc.args[0]
         self.errors[err.name()] += 1
         if err.txn_requires_abort():
-            self.producer.abort_transaction(60)
+            self._abort()
         else:
             # Fatal (or an unknown outcome): a new producer with the same id fences the old one and
             # aborts what it left open.
