@@ -11,32 +11,19 @@ and a follower log appends what comes back until it ends where the leader's does
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from _follower_fetch import batch, follower_fetch
 
-from headwater.protocol.apis import API_SPECS, ApiKey, Request
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.fetch import FOLLOWER_VERSION, decode_follower_fetch_response
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.server.apis.fetch import FetchApis
 from headwater.server.replica_manager import ADDING_REPLICA_READ_BYTES, ReplicaManager
 from headwater.storage.config import LogConfig
 from headwater.storage.manager import LogManager
-
-MAX_BYTES = 10 * 1024 * 1024
-
-
-def _batch(i: int) -> bytearray:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for j in range(10):
-        builder.append(j, timestamp=1000 + i, key=None, value=b"%08d" % i + os.urandom(10_000), headers=[])
-    return bytearray(builder.build())
 
 
 def _manager(root: Path, broker_id: int) -> tuple[LogManager, ReplicaManager]:
@@ -47,24 +34,8 @@ def _manager(root: Path, broker_id: int) -> tuple[LogManager, ReplicaManager]:
                                 controller_id=lambda: 9, broker_epoch=lambda: 1)
 
 
-async def _fetch(apis: FetchApis, replica_id: int, offset: int, last_epoch: int) -> Any:
-    """One follower Fetch v12 of t-0 from ``offset`` (partition max = request max = 10 MiB), as the
-    bytes on the wire decode."""
-    cls = API_SPECS[ApiKey.FETCH].request
-    T = cls.FetchTopic
-    P = T.FetchPartition
-    body = cls(version=FOLLOWER_VERSION, replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=MAX_BYTES,
-               isolation_level=0, session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
-               topics=[T(topic="t", partitions=[P(partition=0, current_leader_epoch=0, fetch_offset=offset,
-                                                  last_fetched_epoch=last_epoch, log_start_offset=0,
-                                                  partition_max_bytes=MAX_BYTES)])])
-    req = Request(API_SPECS[ApiKey.FETCH], FOLLOWER_VERSION, 7, f"broker-{replica_id}-fetch", body)
-    frame = bytearray()
-    for part in await apis.fetch(req):
-        frame += part if isinstance(part, (bytes, bytearray)) else os.pread(part.fileno, part.length, part.position)
-    resp = decode_follower_fetch_response(frame[4:])
-    (topic,) = resp.responses
-    (partition,) = topic.partitions
+async def _fetch_checked(apis: FetchApis, replica_id: int, offset: int, last_epoch: int) -> Any:
+    partition = await follower_fetch(apis, replica_id, offset, last_epoch)
     assert partition.error_code == ErrorCode.NONE
     return partition
 
@@ -77,7 +48,7 @@ def test_a_replica_being_added_gets_capped_answers_and_ends_with_every_byte(tmp_
                              max_message_bytes=1 << 20) == ErrorCode.NONE
         hosted = leader.leader("t", 0)
         for i in range(40):  # about 4 MB in batches of about 100 KB
-            leader.append(hosted, _batch(i), 1, 30_000)
+            leader.append(hosted, batch(i), 1, 30_000)
         ctx: Any = SimpleNamespace(config=SimpleNamespace(props={}), replicas=leader,
                                    image=SimpleNamespace(topics={}), authz=SimpleNamespace(enabled=False))
         apis = FetchApis(ctx)
@@ -85,7 +56,7 @@ def test_a_replica_being_added_gets_capped_answers_and_ends_with_every_byte(tmp_
         assert len(leader_bytes) > 3 * ADDING_REPLICA_READ_BYTES
 
         # The in-sync follower asking for 10 MiB gets all of it in one answer.
-        assert len((await _fetch(apis, 2, 0, -1)).records) == len(leader_bytes)
+        assert len((await _fetch_checked(apis, 2, 0, -1)).records) == len(leader_bytes)
 
         # The replica being added gets whole batches, at most 1 MiB per answer, and copies everything.
         follower_logs = LogManager([tmp_path / "b3"], LogConfig(), clock_ms=lambda: 1_000_000)
@@ -93,7 +64,7 @@ def test_a_replica_being_added_gets_capped_answers_and_ends_with_every_byte(tmp_
         copy = follower_logs.get_or_create("t", 0)
         sizes = []
         while copy.log_end_offset < hosted.plog.log_end_offset:
-            part = await _fetch(apis, 3, copy.log_end_offset, copy.latest_epoch() or -1)
+            part = await _fetch_checked(apis, 3, copy.log_end_offset, copy.latest_epoch() or -1)
             records = part.records
             assert 0 < len(records) <= ADDING_REPLICA_READ_BYTES
             copy.append_as_follower(records)  # whole batches: a partial one would not parse

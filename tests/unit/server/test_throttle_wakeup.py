@@ -11,52 +11,21 @@ Fetch handler answers real v12 requests from an in-sync follower (2) and a repli
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from _follower_fetch import MAX_BYTES, batch, follower_fetch
 
-from headwater.protocol.apis import API_SPECS, ApiKey, Request
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.fetch import FOLLOWER_VERSION, decode_follower_fetch_response
 from headwater.replication.partition import LeaderAndIsrState
 from headwater.server.apis.fetch import FetchApis
 from headwater.server.replica_manager import ReplicaManager
 from headwater.storage.config import LogConfig
 from headwater.storage.manager import LogManager
 
-MAX_BYTES = 10 * 1024 * 1024
 RATE = 2_000_000  # the reassignment throttle: two 1 MiB answers put it in debt for about 50 ms
-
-
-def _batch(i: int) -> bytearray:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for j in range(10):
-        builder.append(j, timestamp=1000 + i, key=None, value=b"%08d" % i + os.urandom(10_000), headers=[])
-    return bytearray(builder.build())
-
-
-async def _fetch(apis: FetchApis, replica_id: int, offset: int, max_wait_ms: int) -> Any:
-    cls = API_SPECS[ApiKey.FETCH].request
-    T = cls.FetchTopic
-    P = T.FetchPartition
-    body = cls(version=FOLLOWER_VERSION, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=1,
-               max_bytes=MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
-               forgotten_topics_data=[],
-               topics=[T(topic="t", partitions=[P(partition=0, current_leader_epoch=0, fetch_offset=offset,
-                                                  last_fetched_epoch=-1, log_start_offset=0,
-                                                  partition_max_bytes=MAX_BYTES)])])
-    req = Request(API_SPECS[ApiKey.FETCH], FOLLOWER_VERSION, 7, f"broker-{replica_id}-fetch", body)
-    frame = bytearray()
-    for part in await apis.fetch(req):
-        frame += part if isinstance(part, (bytes, bytearray)) else os.pread(part.fileno, part.length, part.position)
-    (topic,) = decode_follower_fetch_response(frame[4:]).responses
-    (partition,) = topic.partitions
-    return partition
 
 
 def test_a_paid_throttle_wakes_the_replica_being_added_and_not_the_in_sync_follower(tmp_path: Path) -> None:
@@ -75,23 +44,23 @@ def test_a_paid_throttle_wakes_the_replica_being_added_and_not_the_in_sync_follo
                              max_message_bytes=1 << 20) == ErrorCode.NONE
         hosted = leader.leader("t", 0)
         for i in range(40):  # about 4 MB
-            leader.append(hosted, _batch(i), 1, 30_000)
+            leader.append(hosted, batch(i), 1, 30_000)
         end = hosted.plog.log_end_offset
         leader.set_reassignment_rate(RATE)
         loop = asyncio.get_running_loop()
 
         # The in-sync follower holds the whole log and waits for more.
-        assert len((await _fetch(apis, 2, 0, 0)).records) > 0
-        in_sync = asyncio.ensure_future(_fetch(apis, 2, end, 1_500))
+        assert len((await follower_fetch(apis, 2, 0, max_wait_ms=0)).records) > 0
+        in_sync = asyncio.ensure_future(follower_fetch(apis, 2, end, max_wait_ms=1_500))
         # The replica being added takes two 1 MiB answers, then its limiter is in debt.
         offset = 0
         for _ in range(2):
-            part = await _fetch(apis, 3, offset, 0)
+            part = await follower_fetch(apis, 3, offset, max_wait_ms=0)
             assert part.records
             offset = _next_offset(bytes(part.records))
         assert leader.leader_read_limit("t", 0, False, 3, MAX_BYTES) < MAX_BYTES
         started = loop.time()
-        throttled = await _fetch(apis, 3, offset, 1_500)
+        throttled = await follower_fetch(apis, 3, offset, max_wait_ms=1_500)
         assert throttled.records, "the paid throttle's wake-up answers the replica being added"
         assert loop.time() - started < 1.0
         assert not in_sync.done(), "the in-sync follower's fetch is not answered by another replica's throttle"
