@@ -22,7 +22,8 @@ replica's bytes) and p99 (``slices``). For every phase: the CPU each broker and 
 (``cores``) and the ms per second each waited for a CPU, the host's CPU pressure (PSI "some"), and the messages over 25 ms
 (``stalls``: when in the phase, how long), and the CPU time the hypervisor gave to other guests
 (``steal_ms_per_s``: on a shared host, load that no process here shows). Every move starts 1.5 s after the last, in every phase,
-so the last move's removed replica is deleted between windows. ``--latency-from`` sets
+so the last move's removed replica is deleted between windows, and the no-move windows poll the
+controller and the disk as a move's wait does (``Mover.poll``). ``--latency-from`` sets
 ``reassignment.adaptive.produce.latency.from`` for the no-move and adaptive phases, so the target is
 taken on the scale the adaptive mode judges by. The producer runs in a process
 of its own, so that the benchmark's own work does not delay its delivery reports, and every
@@ -405,6 +406,17 @@ class Mover:
         self.adding = 0  # the broker the last move added
         self.copied: list[tuple[float, int]] = []  # (time, bytes of the adding replica) during the last move
 
+    def poll(self, seconds: float) -> None:
+        """What ``move`` does while a move runs (ListPartitionReassignments to the controller and a
+        look at a replica's files every 0.1 s), for ``seconds`` with no move: the no-move windows pay
+        the same cost as the moves, whose controller may be the producer's leader."""
+        end = time.monotonic() + seconds
+        probe = 4 if self.current == [1, 2, 3] else 3
+        while time.monotonic() < end:
+            assert not self.admin.ongoing()
+            self.cluster.log_bytes(probe, "big")
+            time.sleep(0.1)
+
     def move(self) -> tuple[float, float, float]:
         """(start, end, bytes/s) of one move, after the same pause in every phase: the last move's
         removed replica is deleted in it, not in this move's window, whichever phase comes first."""
@@ -460,7 +472,8 @@ def main() -> None:
             watcher = ThrottleWatcher(urls)
             watcher.start()
             results: list[dict[str, Any]] = []
-            sampler = RunQueueSampler({**{f"b{b}": cluster.pid(b) for b in cluster.brokers}, "producer": load.pid})
+            sampler = RunQueueSampler({**{f"b{b}": cluster.pid(b) for b in cluster.brokers}, "producer": load.pid,
+                                       "bench": os.getpid()})
             sampler.start()
 
             def record(phase: str, t0: float, t1: float, throttle_mb: float | None = None, copy: float | None = None,
@@ -491,7 +504,7 @@ def main() -> None:
                 set_defaults(cluster, no_move_settings)
                 time.sleep(SETTLE_S)
                 t0 = time.monotonic()
-                time.sleep(args.baseline_s)
+                mover.poll(args.baseline_s)
                 t1 = time.monotonic()
                 # Each tick's p99 once: the metrics show the last tick's for a second, read twice.
                 seen_p99 = [th.produce_p99_ms for _t, found in watcher.between(t0, t1)
@@ -502,6 +515,7 @@ def main() -> None:
             # The target an operator would pick from a dashboard of the brokers' per-second p99: what it
             # stays under 9 seconds in 10 without a move, plus the headroom the goal allows. Taken from
             # the first no-move window, so that every adaptive move runs to the same target.
+            emit(phase="setup", controller=cluster.controller_id(), producer_leader=1)
             no_move()
             target_ms = round(max(0.1, args.target_factor * percentile(broker_p99, 0.9)), 2) if broker_p99 else 100.0
             calibration_p99 = round(percentile(broker_p99, 0.9), 2) if broker_p99 else None
